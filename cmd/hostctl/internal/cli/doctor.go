@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/daemon"
+	"hostkit.dev/lib/wire"
+)
+
+// doctorRow is one daemon's line in `hostctl doctor` (and its JSON form).
+type doctorRow struct {
+	Daemon    string         `json:"daemon"`
+	Expected  bool           `json:"expected"`
+	Socket    string         `json:"socket"`
+	Exists    bool           `json:"exists"`
+	Mode      string         `json:"mode,omitempty"`
+	Owner     string         `json:"owner,omitempty"`
+	Reachable bool           `json:"reachable"`
+	Version   string         `json:"version,omitempty"`
+	Status    string         `json:"status,omitempty"`
+	Epoch     string         `json:"epoch,omitempty"`
+	UptimeMS  int64          `json:"uptime_ms,omitempty"`
+	Health    map[string]any `json:"health,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Code      string         `json:"code,omitempty"`
+}
+
+func doctorCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("doctor")
+	expect := fs.String("expect", "secretd,egressd,supervisord", "daemons that must be reachable (comma-separated); the on-demand helper is checked but not expected by default")
+	return &ffcli.Command{
+		Name:       "doctor",
+		ShortUsage: "hostctl doctor [-root DIR] [--json] [--expect LIST]",
+		ShortHelp:  "check each daemon's socket and health",
+		LongHelp:   "Dials every daemon found under -root (or the system defaults) and prints its socket path, mode, owner, whether it answered, its version and health. Exits 5 when an expected daemon is unreachable.",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return usageError{"doctor takes no arguments"}
+			}
+			expected := strings.Split(*expect, ",")
+			rows := make([]doctorRow, 0, len(daemon.Names))
+			for _, name := range daemon.Names {
+				rows = append(rows, g.diagnose(ctx, name, slices.Contains(expected, name)))
+			}
+			if err := g.printDoctor(rows); err != nil {
+				return err
+			}
+			var down []string
+			for _, r := range rows {
+				if r.Expected && !r.Reachable {
+					down = append(down, r.Daemon)
+				}
+			}
+			if len(down) > 0 {
+				return exitError{code: ExitUnavailable, msg: "unreachable: " + strings.Join(down, ", ")}
+			}
+			return nil
+		},
+	}
+}
+
+func (g *globals) diagnose(ctx context.Context, name string, expected bool) doctorRow {
+	row := doctorRow{Daemon: name, Expected: expected}
+	path, err := g.socket(name)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	row.Socket = path
+	if fi, err := os.Lstat(path); err == nil {
+		row.Exists = true
+		row.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+		if fi.Mode()&fs.ModeSocket == 0 {
+			row.Mode += " (not a socket)"
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			row.Owner = ownerName(st.Uid)
+		}
+	}
+	c, err := g.client(name)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	defer c.Close()
+	h, err := healthapi.GetAll(ctx, c)
+	if err != nil {
+		row.Code = wire.CodeOf(err)
+		row.Error = err.Error()
+		return row
+	}
+	row.Reachable = true
+	row.Health = h
+	row.Status, _ = h["status"].(string)
+	row.Version, _ = h["version"].(string)
+	row.Epoch, _ = h["epoch"].(string)
+	row.UptimeMS = toInt64(h["uptime_ms"])
+	return row
+}
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int8:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case int64:
+		return x
+	case uint8:
+		return int64(x)
+	case uint16:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case uint64:
+		return int64(x)
+	}
+	return 0
+}
+
+func ownerName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username
+	}
+	return id
+}
+
+func (g *globals) printDoctor(rows []doctorRow) error {
+	if g.json {
+		return writeJSON(g.stdout, map[string]any{"daemons": rows})
+	}
+	out := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		reach := "no"
+		if r.Reachable {
+			reach = "yes"
+		}
+		health := r.Status
+		if r.Reachable {
+			health = fmt.Sprintf("%s (epoch %s, up %ds)", r.Status, r.Epoch, r.UptimeMS/1000)
+		} else if r.Code != "" {
+			health = r.Code
+		}
+		exp := ""
+		if !r.Expected {
+			exp = " (optional)"
+		}
+		out = append(out, []string{r.Daemon + exp, r.Socket, dash(r.Mode), dash(r.Owner), reach, dash(r.Version), dash(health)})
+	}
+	return table(g.stdout, []string{"DAEMON", "SOCKET", "MODE", "OWNER", "REACHABLE", "VERSION", "HEALTH"}, out)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"hostkit.dev/lib/wire"
+)
+
+// Exit codes (documented in docs/operators.md and `hostctl help exit-codes`).
+const (
+	ExitOK          = 0 // success
+	ExitFailure     = 1 // any other failure
+	ExitUsage       = 2 // bad command line
+	ExitNotFound    = 3 // the named thing does not exist
+	ExitDenied      = 4 // peer.denied or a permission error
+	ExitUnavailable = 5 // a daemon is not reachable or not healthy
+)
+
+// usageError marks a command-line mistake (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// exitError carries an explicit exit code for a result that is not a
+// single typed error (e.g. doctor found an unreachable daemon).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// exitCode maps an error to the documented exit codes by its class.
+func exitCode(err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), errors.Is(err, flag.ErrHelp):
+		return ExitUsage
+	}
+	code := wire.CodeOf(err)
+	switch {
+	case code == wire.CodePeerDenied:
+		return ExitDenied
+	case code == wire.CodeUnavailable:
+		return ExitUnavailable
+	case strings.HasSuffix(code, ".not_found") || strings.HasSuffix(code, ".unknown"):
+		return ExitNotFound
+	}
+	return ExitFailure
+}
+
+// hints gives a one-line hint for codes where one helps.
+var hints = map[string]string{
+	wire.CodeUnavailable: "is the daemon running? check with `hostctl doctor` (and -root)",
+	wire.CodePeerDenied:  "your user holds no role for this op; see the daemon's -<role>-users flags",
+}
+
+// printError writes `hostctl: <code>: <message>` and a hint line.
+func printError(w io.Writer, err error) {
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(w, "hostctl: usage: %s\n", ue.msg)
+		return
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintf(w, "hostctl: %s\n", ee.msg)
+		return
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		fmt.Fprintf(w, "hostctl: %s: %s\n", we.Code, we.Msg)
+		if h, ok := hints[we.Code]; ok {
+			fmt.Fprintf(w, "hint: %s\n", h)
+		}
+		return
+	}
+	fmt.Fprintf(w, "hostctl: %v\n", err)
+}

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"text/tabwriter"
+)
+
+// writeJSON prints v as indented JSON with a trailing newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table prints rows under a header, columns aligned with two spaces.
+func table(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, h := range header {
+		if i > 0 {
+			io.WriteString(tw, "\t")
+		}
+		io.WriteString(tw, h)
+	}
+	io.WriteString(tw, "\n")
+	for _, r := range rows {
+		for i, c := range r {
+			if i > 0 {
+				io.WriteString(tw, "\t")
+			}
+			io.WriteString(tw, c)
+		}
+		io.WriteString(tw, "\n")
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,20 @@
+// Command supervisord is hostkit's supervisord daemon (DESIGN.md, "The binaries").
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"hostkit.dev/lib/daemon"
+)
+
+func main() {
+	ctx, stop := daemon.SignalContext(context.Background())
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervisord: %v\n", err)
+		os.Exit(1)
+	}
+}

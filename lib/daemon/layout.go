@@ -1,0 +1,136 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// Layout is where a hostkit installation keeps its files (DESIGN.md,
+// "Defaults"). All paths are absolute.
+type Layout struct {
+	Run    string // sockets: Run/<name>/api.sock
+	Public string // files agents may read (the CA bundle): 0755, files 0644
+	State  string // State/<name>/
+	Log    string // Log/<name>/ holds audit.jsonl and daemon logs
+	Config string // config files: Config/<binary>.conf; "" = none by default
+}
+
+// Daemon names, used for socket, state and log directories.
+const (
+	NameSecretd     = "secretd"
+	NameEgressd     = "egressd"
+	NameSupervisord = "supervisord"
+	NameHelper      = "helper"
+)
+
+// Names lists every daemon in start order.
+var Names = []string{NameSecretd, NameEgressd, NameSupervisord, NameHelper}
+
+// RootLayout is the layout under `-root R`: R/run, R/run/public, R/state,
+// R/log, R/etc.
+func RootLayout(root string) (Layout, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return Layout{}, err
+	}
+	return Layout{
+		Run:    filepath.Join(abs, "run"),
+		Public: filepath.Join(abs, "run", "public"),
+		State:  filepath.Join(abs, "state"),
+		Log:    filepath.Join(abs, "log"),
+		Config: filepath.Join(abs, "etc"),
+	}, nil
+}
+
+// DefaultLayout is the layout without -root: the Linux system paths when
+// running as root, the XDG user paths otherwise, and the macOS per-user
+// paths on darwin. getenv is os.Getenv in production.
+func DefaultLayout(getenv func(string) string, euid int) (Layout, error) {
+	if runtime.GOOS == "darwin" {
+		home := getenv("HOME")
+		tmp := getenv("TMPDIR")
+		if home == "" || tmp == "" {
+			return Layout{}, errors.New("daemon.DefaultLayout: HOME and TMPDIR must be set on macOS")
+		}
+		run := filepath.Join(tmp, "io.hostkit")
+		return Layout{
+			Run:    run,
+			Public: filepath.Join(run, "public"),
+			State:  filepath.Join(home, "Library", "Application Support", "io.hostkit"),
+			Log:    filepath.Join(home, "Library", "Logs", "io.hostkit"),
+		}, nil
+	}
+	if euid == 0 {
+		return Layout{
+			Run:    "/run/hostkit",
+			Public: "/run/hostkit/public",
+			State:  "/var/lib/hostkit",
+			Log:    "/var/log/hostkit",
+			Config: "/etc/hostkit",
+		}, nil
+	}
+	rt := getenv("XDG_RUNTIME_DIR")
+	if rt == "" {
+		return Layout{}, errors.New("daemon.DefaultLayout: XDG_RUNTIME_DIR is not set; pass -root")
+	}
+	st := getenv("XDG_STATE_HOME")
+	if st == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return Layout{}, errors.New("daemon.DefaultLayout: neither XDG_STATE_HOME nor HOME is set; pass -root")
+		}
+		st = filepath.Join(home, ".local", "state")
+	}
+	run := filepath.Join(rt, "hostkit")
+	return Layout{
+		Run:    run,
+		Public: filepath.Join(run, "public"),
+		State:  filepath.Join(st, "hostkit"),
+		Log:    filepath.Join(st, "hostkit", "log"),
+	}, nil
+}
+
+// ResolveLayout returns RootLayout(root) when root is set, else
+// DefaultLayout for this process.
+func ResolveLayout(root string) (Layout, error) {
+	if root != "" {
+		return RootLayout(root)
+	}
+	return DefaultLayout(os.Getenv, os.Geteuid())
+}
+
+// Socket is the API socket path of daemon name: Run/<name>/api.sock.
+func (l Layout) Socket(name string) string { return filepath.Join(l.Run, name, "api.sock") }
+
+// StateDir is daemon name's private state directory.
+func (l Layout) StateDir(name string) string { return filepath.Join(l.State, name) }
+
+// LogDir is daemon name's audit and log directory.
+func (l Layout) LogDir(name string) string { return filepath.Join(l.Log, name) }
+
+// ConfigFile is binary's config file, or "" when the layout has none.
+func (l Layout) ConfigFile(binary string) string {
+	if l.Config == "" {
+		return ""
+	}
+	return filepath.Join(l.Config, binary+".conf")
+}
+
+// EnsurePublic creates the run and public directories with mode 0755 (set
+// explicitly, whatever the umask), so agents can read the CA bundle and
+// reach the directory tree (DESIGN.md, "Agents and isolation").
+func (l Layout) EnsurePublic() error {
+	for _, d := range []string{filepath.Dir(l.Run), l.Run, l.Public} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{l.Run, l.Public} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}

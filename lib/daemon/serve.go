@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oklog/run"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/sock"
+)
+
+// Actor is one member of a daemon's run group (oklog/run): Execute runs
+// until the group stops; Interrupt makes it return.
+type Actor struct {
+	Execute   func() error
+	Interrupt func(error)
+}
+
+// Service is a daemon ready to serve: its socket, op table and extra
+// actors. Run listens, serves and stops it.
+type Service struct {
+	Name        string // daemon name: secretd, egressd, supervisord, helper
+	Socket      string // API socket path
+	SocketGroup int    // group for 0750/0660 multi-user mode; -1 = same-user (0700/0600)
+	Logger      *slog.Logger
+	Roles       rpc.Roles
+	Ops         []rpc.Op
+	Audit       func(context.Context, rpc.Event) // optional audit sink for the server's own decisions
+	RPC         rpc.Config                       // optional overrides: timeouts, MaxConns, IdleAfter/OnIdle
+	Actors      []Actor                          // extra actors (sweepers, listeners)
+	Grace       time.Duration                    // shutdown drain; default 5 s
+}
+
+// Run serves s until ctx is cancelled (SignalContext) or an actor fails.
+// It uses a socket passed by systemd socket activation when there is one,
+// else creates the socket with sock.Listen. It sends READY=1 once the socket
+// listens, WATCHDOG=1 while running, STOPPING=1 on the way out, and removes
+// the socket it created. It returns nil on a clean stop.
+func (s Service) Run(ctx context.Context) error {
+	log := s.Logger
+	l, err := s.listen(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := s.RPC
+	cfg.Daemon, cfg.Roles, cfg.Logger, cfg.Audit = s.Name, s.Roles, log, s.Audit
+	srv, err := rpc.NewServer(cfg, s.Ops...)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	notify := NewNotifier(log)
+	var g run.Group
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.Add(func() error { <-sctx.Done(); return nil }, func(error) { cancel() })
+	g.Add(func() error { return srv.Serve(sctx, l) }, func(error) { cancel() })
+	wctx, wcancel := context.WithCancel(ctx)
+	// An actor that returns stops the group, so this one waits for the end
+	// even when no watchdog is configured.
+	g.Add(func() error { notify.Watchdog(wctx); <-wctx.Done(); return nil }, func(error) { wcancel() })
+	for _, a := range s.Actors {
+		g.Add(a.Execute, a.Interrupt)
+	}
+	log.Info("daemon.ready", slog.String(KeySocket, s.Socket), slog.String("version", Version))
+	notify.Ready()
+	err = g.Run()
+	notify.Stopping()
+	log.Info("daemon.stopped")
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (s Service) listen(ctx context.Context) (*sock.Listener, error) {
+	cfg := sock.Config{Path: s.Socket, Group: s.SocketGroup}
+	if s.SocketGroup >= 0 {
+		cfg.DirMode, cfg.SocketMode = sock.DirModeGroup, sock.SocketModeGroup
+	}
+	passed, err := sock.Activated()
+	if err != nil {
+		return nil, err
+	}
+	if len(passed) > 0 {
+		for _, extra := range passed[1:] {
+			extra.Close()
+		}
+		s.Logger.Info("daemon.socket_activated", slog.String(KeySocket, passed[0].Addr().String()))
+		return sock.FromListener(passed[0], cfg), nil
+	}
+	l, err := sock.Listen(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: listen on %s: %w", s.Socket, err)
+	}
+	return l, nil
+}

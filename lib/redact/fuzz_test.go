@@ -1,0 +1,49 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzScrub checks that Scrub never panics, that its output never contains
+// a registered value (raw or encoded) and that it is idempotent.
+func FuzzScrub(f *testing.F) {
+	f.Add([]byte(canary), "echo "+canary+" done")
+	f.Add([]byte("secretxyz"), "a secretxyzxyz D]xyz")
+	f.Fuzz(func(t *testing.T, value []byte, text string) {
+		s := NewScrubber()
+		s.Register(value)
+		s.Register([]byte("D]xyz"))
+		for _, in := range []string{text, text + string(value) + text, string(value) + text} {
+			out := s.Scrub(in)
+			if s.Contains([]byte(out)) {
+				t.Fatalf("Scrub(%q) = %q still matches", in, out)
+			}
+			if len(value) >= MinValueLen && s.load() != nil && strings.Contains(out, string(value)) &&
+				!strings.Contains(Redacted, string(value)) {
+				t.Fatalf("Scrub(%q) = %q contains the value", in, out)
+			}
+			if again := s.Scrub(out); again != out {
+				t.Fatalf("not idempotent: %q then %q", out, again)
+			}
+			if string(s.ScrubBytes([]byte(in))) != out {
+				t.Fatalf("ScrubBytes differs from Scrub")
+			}
+		}
+	})
+}
+
+// FuzzString checks that String never panics, is idempotent and never
+// grows text beyond the Redacted replacements it makes.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{"password=hunter2", "Authorization: Bearer abc", "https://u:p@h",
+		`{"token": "a\"b"}`, "Basic dXNlcjpwdw==", "?access_token=x&a=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := String(in)
+		if again := String(out); again != out {
+			t.Fatalf("String not idempotent: %q → %q → %q", in, out, again)
+		}
+	})
+}

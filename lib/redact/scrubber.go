@@ -1,0 +1,202 @@
+package redact
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// MinValueLen is the shortest value, in bytes, that a Scrubber registers.
+// Shorter values would match ordinary text far too often.
+const MinValueLen = 4
+
+// maxScrubPasses bounds re-scrubbing; see Scrubber.Scrub.
+const maxScrubPasses = 4
+
+// Scrubber replaces registered secret values, and their encodings, with
+// Redacted wherever they appear in text. It is safe for concurrent use; a
+// Scrubber must be made with NewScrubber (the zero value panics on
+// Register). Matching methods on a nil *Scrubber match nothing.
+//
+// For each value it matches the raw bytes, their percent-encoded forms
+// (url.QueryEscape and url.PathEscape, upper- and lower-case hex), base64 in
+// the standard and URL alphabets (padded and unpadded), and hex (lower and
+// upper case). Inside a larger base64 blob (such as the Basic credentials
+// of "user:"+value) it matches the part of the encoding that depends only on
+// the value, for each of the three byte alignments; the one or two
+// characters at each edge of that part remain. Values too short for that
+// part to reach 8 characters (under 6 bytes) are only found aligned.
+// Other encodings (JSON \u escapes, base32, gzip...) are not detected.
+//
+// The Scrubber keeps copies of registered values, as Go strings, until
+// they are unregistered; those copies cannot be zeroed.
+type Scrubber struct {
+	mu   sync.Mutex
+	regs map[uint64][]string // registration → its patterns
+	next uint64
+	m    atomic.Pointer[matcher] // nil when nothing is registered
+}
+
+// NewScrubber returns an empty Scrubber.
+func NewScrubber() *Scrubber {
+	return &Scrubber{regs: map[uint64][]string{}}
+}
+
+// Register adds value and its encoded forms to the patterns s removes, and
+// returns a function that removes them again (idempotent). The value is
+// copied. A value shorter than MinValueLen bytes, or one with a form that
+// occurs inside Redacted itself (it could never be removed), is not
+// registered: Register then returns a no-op.
+func (s *Scrubber) Register(value []byte) (unregister func()) {
+	if len(value) < MinValueLen {
+		return func() {}
+	}
+	pats := encodedForms(value)
+	for _, p := range pats {
+		if strings.Contains(Redacted, p) {
+			return func() {}
+		}
+	}
+	s.mu.Lock()
+	id := s.next
+	s.next++
+	s.regs[id] = pats
+	s.rebuild()
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.regs, id)
+			s.rebuild()
+			s.mu.Unlock()
+		})
+	}
+}
+
+// rebuild publishes a matcher for the current registrations; s.mu is held.
+func (s *Scrubber) rebuild() {
+	if len(s.regs) == 0 {
+		s.m.Store(nil)
+		return
+	}
+	m := &matcher{minLen: -1}
+	seen := map[string]bool{}
+	for _, pats := range s.regs {
+		for _, p := range pats {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			m.byFirst[p[0]] = append(m.byFirst[p[0]], p)
+			pair := uint16(p[0])<<8 | uint16(p[1])
+			m.pairs[pair/64] |= 1 << (pair % 64)
+			if m.minLen < 0 || len(p) < m.minLen {
+				m.minLen = len(p)
+			}
+		}
+	}
+	for _, ps := range m.byFirst {
+		sort.Slice(ps, func(i, j int) bool { return len(ps[i]) > len(ps[j]) })
+	}
+	s.m.Store(m)
+}
+
+// load returns the current matcher, or nil.
+func (s *Scrubber) load() *matcher {
+	if s == nil {
+		return nil
+	}
+	return s.m.Load()
+}
+
+// Scrub returns str with every registered pattern replaced by Redacted,
+// leftmost first and longest first at one position. If a replacement
+// creates a new occurrence (a pattern overlapping Redacted), Scrub
+// repeats, and returns Redacted alone if text still matches after a few
+// passes. When nothing matches it returns str without allocating. The
+// result never contains a registered pattern, so Scrub is idempotent.
+func (s *Scrubber) Scrub(str string) string {
+	m := s.load()
+	if m == nil {
+		return str
+	}
+	for range maxScrubPasses {
+		i, j := m.find(str, 0)
+		if i < 0 {
+			return str
+		}
+		str = m.replace(str, i, j)
+	}
+	if i, _ := m.find(str, 0); i < 0 {
+		return str
+	}
+	return Redacted
+}
+
+// ScrubBytes is Scrub for bytes. It returns b itself when nothing matches,
+// otherwise a new slice; b is never modified.
+func (s *Scrubber) ScrubBytes(b []byte) []byte {
+	if s.load() == nil || !s.Contains(b) {
+		return b
+	}
+	return []byte(s.Scrub(string(b)))
+}
+
+// Contains reports whether b contains any registered pattern. It does not
+// allocate.
+func (s *Scrubber) Contains(b []byte) bool {
+	return s.containsString(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// containsString reports whether str contains any registered pattern.
+func (s *Scrubber) containsString(str string) bool {
+	m := s.load()
+	if m == nil {
+		return false
+	}
+	i, _ := m.find(str, 0)
+	return i >= 0
+}
+
+// matcher is an immutable set of patterns (each at least 2 bytes long)
+// indexed by first byte, with a bitset of their first two bytes to skip
+// most positions quickly.
+type matcher struct {
+	minLen  int
+	pairs   [65536 / 64]uint64
+	byFirst [256][]string // longest first
+}
+
+// find returns the leftmost match at or after from, longest at that
+// position, as [i, j); i is -1 when there is none.
+func (m *matcher) find(s string, from int) (i, j int) {
+	for i = from; i+m.minLen <= len(s); i++ {
+		if pair := uint16(s[i])<<8 | uint16(s[i+1]); m.pairs[pair/64]&(1<<(pair%64)) == 0 {
+			continue
+		}
+		for _, p := range m.byFirst[s[i]] {
+			if strings.HasPrefix(s[i:], p) {
+				return i, i + len(p)
+			}
+		}
+	}
+	return -1, -1
+}
+
+// replace replaces the match [i, j) and every later match in s.
+func (m *matcher) replace(s string, i, j int) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for i >= 0 {
+		b.WriteString(s[last:i])
+		b.WriteString(Redacted)
+		last = j
+		i, j = m.find(s, j)
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

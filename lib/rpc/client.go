@@ -1,0 +1,199 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+// Client calls ops on one daemon socket. It keeps one connection and sends
+// one request at a time on it (calls are serialized); a broken connection
+// is redialled on the next call. Safe for concurrent use.
+type Client struct {
+	path     string
+	timeout  time.Duration
+	maxFrame int
+	mu       sync.Mutex
+	conn     *net.UnixConn
+	lastUse  time.Time
+	buf      []byte
+}
+
+// reuseWindow is how long an idle connection is reused; it is well under
+// the server's default idle timeout, so a reused connection is not one the
+// server is about to close.
+const reuseWindow = 20 * time.Second
+
+// NewClient returns a client for the socket at path. timeout <= 0 means
+// DefaultTimeout. Nothing is dialled until the first call.
+func NewClient(path string, timeout time.Duration) *Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{path: path, timeout: timeout, maxFrame: wire.DefaultMaxFrame}
+}
+
+// Path returns the socket path.
+func (c *Client) Path() string { return c.path }
+
+// CallOption adjusts one call.
+type CallOption func(*wire.Request)
+
+// WithIdem sets the request's idempotency key (at most 64 bytes).
+func WithIdem(key string) CallOption { return func(r *wire.Request) { r.Idem = key } }
+
+// Call sends op with body req (a struct with msgpack tags, a map, or nil)
+// and decodes the answer's body into resp (a pointer, or nil to discard).
+// The request deadline is ctx's deadline or now+timeout, whichever is
+// sooner; the correlation id comes from ctx (WithCorr). Errors are
+// *wire.Error: the server's code; daemon.unavailable (retry safe) when the
+// socket cannot be dialled; connection.closed (retry after_observe) when the
+// connection broke after the request was sent; request.deadline_exceeded
+// when ctx ended first; response.malformed / response.id_mismatch for a
+// bad answer.
+func (c *Client) Call(ctx context.Context, op string, req, resp any, opts ...CallOption) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, r, err := c.send(ctx, op, req, opts)
+	if err != nil {
+		return err
+	}
+	ans, err := c.receive(ctx, conn, r)
+	if err != nil {
+		return err
+	}
+	if resp != nil {
+		if err := wire.Unmarshal(ans.Body, resp, false); err != nil {
+			return wire.Wrap(wire.CodeResponseMalformed, "response body does not match "+op, err)
+		}
+	}
+	return nil
+}
+
+// OpenStream sends a stream op and, once the server accepts it, returns the
+// stream on a connection of its own (the client's shared connection is not
+// used). The accepting body is decoded into resp.
+func (c *Client) OpenStream(ctx context.Context, op string, req, resp any) (*Stream, error) {
+	sc := &Client{path: c.path, timeout: c.timeout, maxFrame: c.maxFrame}
+	conn, r, err := sc.send(ctx, op, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := sc.receive(ctx, conn, r)
+	if err != nil {
+		return nil, err
+	}
+	if resp != nil {
+		if err := wire.Unmarshal(ans.Body, resp, false); err != nil {
+			conn.Close()
+			return nil, wire.Wrap(wire.CodeResponseMalformed, "response body does not match "+op, err)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return newStream(conn, c.maxFrame), nil
+}
+
+func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption) (*net.UnixConn, *wire.Request, error) {
+	body, err := wire.Marshal(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	deadline := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	id := make([]byte, wire.IDLen)
+	if _, err := rand.Read(id); err != nil {
+		return nil, nil, wire.Wrap(wire.CodeInternal, "no randomness for a request id", err)
+	}
+	r := &wire.Request{ID: id, Op: op, Deadline: deadline.UnixMilli(), Corr: CorrFrom(ctx), Body: body}
+	for _, o := range opts {
+		o(r)
+	}
+	c.buf = wire.AppendRequest(c.buf[:0], r)
+	if c.conn != nil && time.Since(c.lastUse) > reuseWindow {
+		c.drop()
+	}
+	c.lastUse = time.Now()
+	for attempt := 0; attempt < 2; attempt++ {
+		if c.conn == nil {
+			conn, err := sock.Dial(ctx, c.path)
+			if err != nil {
+				return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Msg: "daemon socket is not reachable: " + c.path, Retry: wire.RetrySafe, Err: err}
+			}
+			c.conn = conn
+			attempt = 1 // a fresh connection gets no second try
+		}
+		c.conn.SetDeadline(deadline)
+		if err = wire.WriteFrame(c.conn, c.buf, c.maxFrame); err == nil {
+			return c.conn, r, nil
+		}
+		c.drop()
+	}
+	return nil, nil, &wire.Error{Code: wire.CodeConnectionClosed, Msg: "could not send the request", Retry: wire.RetrySafe, Err: err}
+}
+
+func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Request) (*wire.Response, error) {
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	payload, err := wire.ReadFrame(conn, c.maxFrame)
+	if err != nil {
+		c.drop()
+		if ctx.Err() != nil {
+			return nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "call ended before the answer", Retry: wire.RetryAfterObserve, Err: ctx.Err()}
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "no answer before the deadline", Retry: wire.RetryAfterObserve, Err: err}
+		}
+		if errors.Is(err, io.EOF) || wire.HasCode(err, wire.CodeFrameTruncated) {
+			return nil, &wire.Error{Code: wire.CodeConnectionClosed, Msg: "connection closed before the answer", Retry: wire.RetryAfterObserve, Err: err}
+		}
+		return nil, &wire.Error{Code: wire.CodeResponseMalformed, Msg: "answer could not be read", Retry: wire.RetryAfterObserve, Err: err}
+	}
+	ans, err := wire.DecodeResponse(payload, wire.Limits{})
+	if err != nil {
+		c.drop()
+		return nil, wire.Wrap(wire.CodeResponseMalformed, "answer is not a valid response", err)
+	}
+	if !ans.OK {
+		if ans.Err == nil {
+			return nil, wire.Errorf(wire.CodeResponseMalformed, "failed answer without err")
+		}
+		if len(ans.ID) == 0 || !bytes.Equal(ans.ID, r.ID) {
+			c.drop() // the server could not read our request: the connection is done
+		}
+		return nil, ans.Err.ToError()
+	}
+	if !bytes.Equal(ans.ID, r.ID) {
+		c.drop()
+		return nil, wire.Errorf(wire.CodeResponseMismatch, "answer is for another request")
+	}
+	return ans, nil
+}
+
+func (c *Client) drop() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// Close closes the client's connection. The client may be used again.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drop()
+	return nil
+}

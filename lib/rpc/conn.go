@@ -1,0 +1,254 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
+)
+
+// Call is one request as a handler sees it. Body is canonical MessagePack
+// (nil when empty); decode it with Decode.
+type Call struct {
+	Peer     sock.Peer
+	Op       string
+	ID       []byte
+	Deadline time.Time
+	Idem     string
+	Corr     string
+	Body     []byte
+}
+
+// Decode decodes the body strictly into v (a pointer to the op's request
+// struct): unknown fields are request.unknown_field, wrong kinds
+// frame.malformed.
+func (c *Call) Decode(v any) error { return wire.Unmarshal(c.Body, v, true) }
+
+// serveConn answers requests on c one at a time until the peer closes, a
+// frame-level error occurs, or the server stops.
+func (s *Server) serveConn(ctx context.Context, c *sock.Conn) {
+	log := s.cfg.Logger.With(slog.String("daemon", s.cfg.Daemon), slog.Uint64("peer_uid", uint64(c.Peer.UID)), slog.Int64("peer_pid", int64(c.Peer.PID)))
+	for !s.closing.Load() {
+		payload, err := s.readFrame(c)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			code := wire.CodeOf(err)
+			if code == wire.CodeInternal { // a timeout or a broken connection
+				log.Info("rpc.conn_closed", slog.String("reason", "read: "+classifyNetErr(err)))
+				return
+			}
+			s.protocolError(ctx, c, log, nil, "", err)
+			return // frame-level errors end the connection
+		}
+		req, err := wire.DecodeRequest(payload, s.cfg.Limits)
+		if err != nil {
+			s.protocolError(ctx, c, log, req.ID, req.Corr, err)
+			if wire.CodeOf(err) == wire.CodeFrameMalformed {
+				return
+			}
+			continue
+		}
+		if !s.handle(ctx, c, log, req) {
+			return
+		}
+	}
+}
+
+func classifyNetErr(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "closed"
+}
+
+// readFrame reads one frame: the first byte may take IdleTimeout, the rest
+// of the frame must arrive within ReadTimeout, so a client that trickles one
+// byte a second is cut off.
+func (s *Server) readFrame(c *sock.Conn) ([]byte, error) {
+	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.IdleTimeout))
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		return nil, err
+	}
+	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	p, err := wire.ReadFrame(io.MultiReader(bytesReader(first[:]), c), s.cfg.MaxFrame)
+	if errors.Is(err, io.EOF) {
+		err = wire.Wrap(wire.CodeFrameTruncated, "frame header truncated", err)
+	}
+	return p, err
+}
+
+type byteSliceReader struct{ b []byte }
+
+func (r *byteSliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+func bytesReader(b []byte) io.Reader { return &byteSliceReader{b: b} }
+
+// protocolError answers once with the error, logs it once and audits it.
+func (s *Server) protocolError(ctx context.Context, c *sock.Conn, log *slog.Logger, id []byte, corr string, err error) {
+	we := wire.AsError(err)
+	log.Warn("rpc.protocol_error", slog.String("code", we.Code), slog.String("msg", we.Msg))
+	if s.cfg.Audit != nil {
+		s.cfg.Audit(ctx, Event{Peer: c.Peer, Outcome: "error", Code: we.Code, Corr: corr})
+	}
+	s.writeResponse(c, &wire.Response{ID: idOrEmpty(id), Err: errBody(we)})
+}
+
+func idOrEmpty(id []byte) []byte {
+	if id == nil {
+		return []byte{}
+	}
+	return id
+}
+
+func errBody(e *wire.Error) *wire.ErrorBody {
+	r := e.Retry
+	if r == "" {
+		r = wire.RetryNever
+	}
+	return &wire.ErrorBody{Code: e.Code, Msg: e.Msg, Retry: r}
+}
+
+func (s *Server) writeResponse(c net.Conn, r *wire.Response) error {
+	c.SetWriteDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	payload := wire.AppendResponse(make([]byte, 0, 64+len(r.Body)), r)
+	return wire.WriteFrame(c, payload, s.cfg.MaxFrame)
+}
+
+// handle runs one decoded request; it reports whether the connection may
+// carry another request.
+func (s *Server) handle(ctx context.Context, c *sock.Conn, log *slog.Logger, req *wire.Request) bool {
+	op, call, err := s.admit(c, req)
+	if err != nil {
+		we := wire.AsError(err)
+		outcome := "error"
+		if we.Code == wire.CodePeerDenied {
+			outcome = "denied"
+		}
+		log.Warn("rpc.refused", slog.String("op", req.Op), slog.String("code", we.Code), slog.String("corr", req.Corr))
+		if s.cfg.Audit != nil {
+			s.cfg.Audit(ctx, Event{Op: req.Op, Peer: c.Peer, Outcome: outcome, Code: we.Code, Corr: req.Corr})
+		}
+		return s.writeResponse(c, &wire.Response{ID: req.ID, Err: errBody(we)}) == nil
+	}
+	rctx, cancel := context.WithDeadline(WithCorr(ctx, req.Corr), call.Deadline)
+	defer cancel()
+	body, werr := s.run(rctx, log, op, call)
+	resp := &wire.Response{ID: req.ID, OK: werr == nil, Body: body}
+	if werr != nil {
+		resp.Err = errBody(werr)
+	}
+	if err := s.writeResponse(c, resp); err != nil {
+		log.Info("rpc.conn_closed", slog.String("reason", "write: "+classifyNetErr(err)), slog.String("op", op.Name))
+		return false
+	}
+	if op.Stream == nil || werr != nil {
+		return true
+	}
+	c.SetDeadline(time.Time{})
+	st := newStream(c, s.cfg.MaxFrame)
+	sctx, scancel := context.WithCancel(WithCorr(ctx, req.Corr))
+	defer scancel()
+	if err := op.Stream(sctx, call, st); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+		we := wire.AsError(err)
+		log.Info("rpc.stream_end", slog.String("op", op.Name), slog.String("code", we.Code))
+		_ = st.Send(&wire.StreamFrame{T: wire.StreamError, Code: we.Code, Msg: we.Msg})
+	}
+	return false
+}
+
+// admit applies the checks every request passes before its handler, in
+// this order: peer holds a role here, op known, peer holds the op's role,
+// deadline in (now, now+MaxDeadline], id not replayed, idempotency key
+// present when required.
+func (s *Server) admit(c *sock.Conn, req *wire.Request) (*Op, *Call, error) {
+	if !s.cfg.Roles.Any(c.Peer.UID) {
+		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
+	}
+	op, ok := s.ops[req.Op]
+	if !ok {
+		return nil, nil, wire.Errorf(wire.CodeOpUnknown, "unknown op %q", req.Op)
+	}
+	if len(op.Roles) > 0 && !s.cfg.Roles.Allows(c.Peer.UID, op.Roles) {
+		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed to call %s", op.Name)
+	}
+	now := s.cfg.Now()
+	deadline := time.UnixMilli(req.Deadline)
+	if !deadline.After(now) {
+		return nil, nil, wire.Errorf(wire.CodeRequestDeadline, "deadline has passed")
+	}
+	if deadline.Sub(now) > s.cfg.MaxDeadline {
+		return nil, nil, wire.Errorf(wire.CodeRequestDeadline, "deadline is more than %s ahead", s.cfg.MaxDeadline)
+	}
+	var id [16]byte
+	copy(id[:], req.ID)
+	fresh, full := s.replay.add(id, deadline, now)
+	if full {
+		return nil, nil, &wire.Error{Code: wire.CodeServerBusy, Msg: "replay cache is full", Retry: wire.RetrySafe}
+	}
+	if !fresh {
+		return nil, nil, wire.Errorf(wire.CodeRequestReplayed, "request id was already used")
+	}
+	if op.IdemRequired && req.Idem == "" {
+		return nil, nil, wire.Errorf(wire.CodeRequestIdemRequired, "%s requires an idempotency key", op.Name)
+	}
+	return op, &Call{Peer: c.Peer, Op: req.Op, ID: req.ID, Deadline: deadline, Idem: req.Idem, Corr: req.Corr, Body: req.Body}, nil
+}
+
+// run calls the handler, through the idempotency store when the request
+// carries a key, and encodes its answer.
+func (s *Server) run(ctx context.Context, log *slog.Logger, op *Op, call *Call) ([]byte, *wire.Error) {
+	if call.Idem == "" || op.Stream != nil {
+		return s.invoke(ctx, log, op, call)
+	}
+	k := idemKey{uid: call.Peer.UID, op: op.Name, key: call.Idem}
+	e, first, err := s.idem.begin(k, call.Body, s.cfg.Now())
+	if err != nil {
+		return nil, wire.AsError(err)
+	}
+	if !first {
+		return e.wait(ctx)
+	}
+	body, werr := s.invoke(ctx, log, op, call)
+	s.idem.finish(k, e, body, werr)
+	return body, werr
+}
+
+func (s *Server) invoke(ctx context.Context, log *slog.Logger, op *Op, call *Call) (body []byte, werr *wire.Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("rpc.handler_panic", slog.String("op", op.Name), slog.String("panic", fmt.Sprint(r)))
+			body, werr = nil, wire.AsError(fmt.Errorf("panic in %s", op.Name))
+		}
+	}()
+	v, err := op.Handler(ctx, call)
+	if err != nil {
+		we := wire.AsError(err)
+		if we.Code == wire.CodeInternal {
+			log.Error("rpc.handler_error", slog.String("op", op.Name), slog.String("corr", call.Corr), slog.Any("err", err))
+		}
+		return nil, we
+	}
+	b, err := wire.Marshal(v)
+	if err != nil {
+		log.Error("rpc.encode_error", slog.String("op", op.Name), slog.Any("err", err))
+		return nil, wire.AsError(err)
+	}
+	return b, nil
+}

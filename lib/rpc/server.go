@@ -1,0 +1,245 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
+)
+
+// Handler runs one op. It decodes call's body with call.Decode and returns
+// the response body (a struct with msgpack tags, a map, or nil) or an error;
+// an error without a code reaches the peer as `internal` with a generic
+// message, and is logged.
+type Handler func(ctx context.Context, call *Call) (any, error)
+
+// StreamFunc runs a stream after its op's Handler accepted it and the
+// accepting response was sent. It owns st until it returns; the connection
+// is closed afterwards.
+type StreamFunc func(ctx context.Context, call *Call, st *Stream) error
+
+// Op describes one op in a server's table.
+type Op struct {
+	Name         string     // `area.verb`, or `health`
+	Roles        []Role     // roles allowed to call it; empty = any role of this daemon
+	Handler      Handler    // required
+	Stream       StreamFunc // set for stream ops
+	IdemRequired bool       // refuse requests without an idempotency key (request.idempotency_required)
+}
+
+// Listener is what a Server accepts connections from: *sock.Listener.
+type Listener interface {
+	AcceptConn() (*sock.Conn, error)
+	Close() error
+}
+
+// Event describes one decision the server made itself (a denial or a
+// protocol error), for the daemon's audit log. Handlers audit their own ops.
+type Event struct {
+	Op      string
+	Peer    sock.Peer
+	Outcome string // "denied" or "error"
+	Code    string
+	Corr    string
+}
+
+// Config holds a Server's settings. Zero values take the defaults noted.
+type Config struct {
+	Daemon      string                         // name in logs and audit
+	Roles       Roles                          // role → UIDs; a peer with no role gets peer.denied for every op
+	Logger      *slog.Logger                   // required; use the redacting handler
+	Audit       func(context.Context, Event)   // optional sink for denials and protocol errors
+	MaxConns    int                            // concurrent connections; default 128
+	IdleTimeout time.Duration                  // wait for a request's first byte; default 60 s
+	ReadTimeout time.Duration                  // read a frame once it has started; default 10 s
+	MaxFrame    int                            // default wire.DefaultMaxFrame
+	MaxDeadline time.Duration                  // furthest deadline accepted; default 10 min
+	IdemTTL     time.Duration                  // idempotency record life; default 24 h
+	IdleAfter   time.Duration                  // with OnIdle: call it after this long without connections
+	OnIdle      func()                         // idle-shutdown hook
+	Now         func() time.Time               // default time.Now
+	Limits      wire.Limits                    // decoder caps
+}
+
+// Server serves a table of ops over Unix sockets. Create with NewServer.
+type Server struct {
+	cfg     Config
+	ops     map[string]*Op
+	replay  *replayCache
+	idem    *idemStore
+	sem     chan struct{}
+	active  atomic.Int64
+	lastAct atomic.Int64 // unix nanos of the last connection close
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing atomic.Bool
+}
+
+// NewServer validates cfg and the op table. Errors: a duplicate or unnamed
+// op, a missing handler, or a missing logger.
+func NewServer(cfg Config, ops ...Op) (*Server, error) {
+	if cfg.Logger == nil {
+		return nil, errors.New("rpc.NewServer: Logger is required")
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 128
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 60 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 10 * time.Second
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = wire.DefaultMaxFrame
+	}
+	if cfg.MaxDeadline <= 0 {
+		cfg.MaxDeadline = 10 * time.Minute
+	}
+	if cfg.IdemTTL <= 0 {
+		cfg.IdemTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:    cfg,
+		ops:    make(map[string]*Op, len(ops)),
+		replay: newReplayCache(1 << 20),
+		idem:   newIdemStore(cfg.IdemTTL, 1<<16),
+		sem:    make(chan struct{}, cfg.MaxConns),
+		conns:  make(map[net.Conn]struct{}),
+	}
+	for i := range ops {
+		op := ops[i]
+		if op.Name == "" || op.Handler == nil {
+			return nil, errors.New("rpc.NewServer: op needs a name and a handler")
+		}
+		if _, dup := s.ops[op.Name]; dup {
+			return nil, errors.New("rpc.NewServer: duplicate op " + op.Name)
+		}
+		s.ops[op.Name] = &op
+	}
+	s.lastAct.Store(cfg.Now().UnixNano())
+	return s, nil
+}
+
+// Serve accepts connections from l until ctx is cancelled or l fails, then
+// closes l, waits for in-flight requests to finish (until ctx's cause... up
+// to shutdownGrace), and returns nil on a cancelled ctx.
+func (s *Server) Serve(ctx context.Context, l Listener) error {
+	stop := context.AfterFunc(ctx, func() { s.closing.Store(true); l.Close() })
+	defer stop()
+	var idleDone chan struct{}
+	if s.cfg.OnIdle != nil && s.cfg.IdleAfter > 0 {
+		idleDone = make(chan struct{})
+		go s.watchIdle(ctx, idleDone)
+	}
+	var err error
+	for {
+		c, aerr := l.AcceptConn()
+		if aerr != nil {
+			if ctx.Err() != nil || s.closing.Load() {
+				break
+			}
+			var ne net.Error
+			if errors.As(aerr, &ne) && ne.Timeout() {
+				continue
+			}
+			if wire.CodeOf(aerr) == sock.CodePeerUnknown {
+				s.cfg.Logger.Warn("rpc.peer_rejected", slog.String("daemon", s.cfg.Daemon), slog.String("code", sock.CodePeerUnknown))
+				continue
+			}
+			err = aerr
+			break
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			s.refuse(c, wire.CodeServerBusy, "too many connections")
+			continue
+		}
+		s.track(c, true)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem }()
+			defer s.track(c, false)
+			s.serveConn(ctx, c)
+		}()
+	}
+	l.Close()
+	s.drain(5 * time.Second)
+	if idleDone != nil {
+		<-idleDone
+	}
+	return err
+}
+
+// drain waits for connections to finish, then closes the rest.
+func (s *Server) drain(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	<-done
+}
+
+func (s *Server) track(c net.Conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		s.conns[c] = struct{}{}
+		s.active.Add(1)
+		return
+	}
+	delete(s.conns, c)
+	c.Close()
+	s.active.Add(-1)
+	s.lastAct.Store(s.cfg.Now().UnixNano())
+}
+
+// ActiveConns reports the number of open connections.
+func (s *Server) ActiveConns() int { return int(s.active.Load()) }
+
+func (s *Server) watchIdle(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(min(s.cfg.IdleAfter/4, time.Second) + time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			idleFor := s.cfg.Now().Sub(time.Unix(0, s.lastAct.Load()))
+			if s.active.Load() == 0 && idleFor >= s.cfg.IdleAfter {
+				s.cfg.OnIdle()
+				return
+			}
+		}
+	}
+}
+
+// refuse answers a connection that will not be served once and closes it.
+func (s *Server) refuse(c *sock.Conn, code, msg string) {
+	c.SetWriteDeadline(s.cfg.Now().Add(time.Second))
+	payload := wire.AppendResponse(nil, &wire.Response{ID: []byte{}, Err: &wire.ErrorBody{Code: code, Msg: msg, Retry: wire.RetrySafe}})
+	_ = wire.WriteFrame(c, payload, s.cfg.MaxFrame)
+	s.cfg.Logger.Warn("rpc.refused", slog.String("daemon", s.cfg.Daemon), slog.String("code", code), slog.Uint64("peer_uid", uint64(c.Peer.UID)))
+	c.Close()
+}

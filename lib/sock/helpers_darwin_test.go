@@ -1,0 +1,4 @@
+package sock
+
+// becomeSubreaper is a no-op on macOS, where launchd reaps orphans.
+func becomeSubreaper() error { return nil }

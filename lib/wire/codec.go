@@ -1,0 +1,74 @@
+package wire
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Marshal encodes v (an op body: a struct with `msgpack` tags, a map with
+// string keys, or nil) in canonical form. Struct fields are omitted when
+// zero, map keys are sorted, integers take their shortest form. The result
+// is checked with Validate, so a struct whose fields are not declared in
+// bytewise key order, or that holds a float, fails here (frame.malformed)
+// rather than on the peer; api packages test every type with CheckSchema.
+// nil encodes as nil (the absent body).
+func Marshal(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	enc.UseCompactInts(true)
+	enc.SetSortMapKeys(true)
+	enc.SetOmitEmpty(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, Wrap(CodeInternal, "body could not be encoded", err)
+	}
+	if err := Validate(buf.Bytes(), Limits{}); err != nil {
+		return nil, Wrap(CodeInternal, "body encoding is not canonical", err)
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// Unmarshal decodes a body produced by DecodeRequest or DecodeResponse
+// (already validated) into v, a pointer to a struct or map. With strict
+// (servers decoding requests) the body must conform to v's schema: a field v
+// does not declare is request.unknown_field, a value of the wrong kind (str
+// for bin, a negative number for an unsigned field, ...) is frame.malformed.
+// Without strict (clients decoding responses) unknown fields are ignored and
+// kinds are still checked. An empty body leaves v at its zero value.
+func Unmarshal(body []byte, v any, strict bool) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if err := Conform(body, v, strict); err != nil {
+		return err
+	}
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return Wrap(CodeFrameMalformed, "body does not match the op's schema", err)
+	}
+	return nil
+}
+
+// DecodeBody validates a raw canonical body (as from another source than
+// an envelope, e.g. a fuzz input or a stored record) and then Unmarshals it.
+func DecodeBody(body []byte, v any, strict bool) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if err := Validate(body, Limits{}); err != nil {
+		return err
+	}
+	return Unmarshal(body, v, strict)
+}
