@@ -3,16 +3,17 @@ module hostkit.dev/lib
 go 1.26.0
 
 require (
-	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
-	github.com/creack/pty v1.1.24 // indirect
-	github.com/matryer/is v1.4.1 // indirect
-	github.com/oklog/run v1.2.0 // indirect
-	github.com/peterbourgon/ff/v3 v3.4.0 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/matryer/is v1.4.1
+	github.com/oklog/run v1.2.0
+	github.com/peterbourgon/ff/v3 v3.4.0
+	github.com/vmihailenco/msgpack/v5 v5.4.1
+	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.50.0
+)
+
+require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/term v0.48.0 // indirect
-	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )

@@ -26,10 +26,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	name := daemon.NameSupervisord
+	alog, err := daemon.OpenAudit(env.Layout, name, env.Scrubber)
+	if err != nil {
+		return err
+	}
+	defer alog.Close()
 	svc := daemon.Service{
 		Name:        daemon.NameSupervisord,
 		Socket:      env.Layout.Socket(daemon.NameSupervisord),
 		SocketGroup: -1,
+		AuditLog:    alog,
 		Logger:      env.Logger,
 		Roles:       r,
 		Ops:         []rpc.Op{daemon.Health(env.Epoch, env.Started, nil)},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oklog/run"
+	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/sock"
 )
@@ -29,6 +30,7 @@ type Service struct {
 	Roles       rpc.Roles
 	Ops         []rpc.Op
 	Audit       func(context.Context, rpc.Event) // optional audit sink for the server's own decisions
+	AuditLog    *audit.Log                       // when Audit is nil: the server's decisions go here (AuditSink)
 	RPC         rpc.Config                       // optional overrides: timeouts, MaxConns, IdleAfter/OnIdle
 	Actors      []Actor                          // extra actors (sweepers, listeners)
 	Grace       time.Duration                    // shutdown drain; default 5 s
@@ -47,6 +49,9 @@ func (s Service) Run(ctx context.Context) error {
 	}
 	cfg := s.RPC
 	cfg.Daemon, cfg.Roles, cfg.Logger, cfg.Audit = s.Name, s.Roles, log, s.Audit
+	if cfg.Audit == nil && s.AuditLog != nil {
+		cfg.Audit = AuditSink(s.AuditLog, log)
+	}
 	srv, err := rpc.NewServer(cfg, s.Ops...)
 	if err != nil {
 		l.Close()

@@ -12,7 +12,7 @@ import (
 func TestCodesSortedUnique(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	is.True(slices.IsSorted(Codes)) // Codes must be sorted
+	is.True(slices.IsSorted(Codes))                                // Codes must be sorted
 	is.Equal(len(slices.Compact(slices.Clone(Codes))), len(Codes)) // Codes must be unique
 	for _, c := range Codes {
 		is.True(!slices.Contains(wire.Codes, c)) // no clash with wire codes

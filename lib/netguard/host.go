@@ -117,6 +117,25 @@ func CanonicalHost(host string) (string, error) {
 	return out, nil
 }
 
+// HostAddr parses a host in CanonicalHost form as an IP literal: a
+// dotted-quad IPv4 address or a bracketed IPv6 address without zone. It
+// reports false for names.
+func HostAddr(host string) (netip.Addr, bool) { return hostAddr(host) }
+
+func hostAddr(host string) (netip.Addr, bool) {
+	s := host
+	if n := len(s); n >= 2 && s[0] == '[' && s[n-1] == ']' {
+		s = s[1 : n-1]
+	} else if strings.IndexByte(s, ':') >= 0 {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || (a.Is4() && s != host) {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
 // canonicalIPv6 canonicalises the text inside brackets.
 func canonicalIPv6(s string) (string, error) {
 	if strings.IndexByte(s, '%') >= 0 {

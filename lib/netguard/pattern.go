@@ -1,7 +1,6 @@
 package netguard
 
 import (
-	"net/netip"
 	"strings"
 
 	"hostkit.dev/lib/wire"
@@ -38,7 +37,7 @@ func ParsePattern(s string) (Pattern, error) {
 		auth = auth[:j]
 	}
 	wild := strings.HasPrefix(auth, "*.")
-	if strings.Count(auth, "*") > 0 && (!wild || strings.Count(auth, "*") > 1) {
+	if n := strings.Count(auth, "*"); n > 1 || n == 1 && !wild {
 		return Pattern{}, wire.Errorf(CodePatternWildcardInvalid, `"*" is allowed only as the whole leftmost label`)
 	}
 	if !wild {
@@ -98,23 +97,4 @@ func (p Pattern) Match(o Origin) bool {
 	}
 	h := strings.TrimSuffix(o.Host, "."+po.Host)
 	return len(h) < len(o.Host) && h != "" && h[len(h)-1] != '.'
-}
-
-// HostAddr parses a host in CanonicalHost form as an IP literal: a
-// dotted-quad IPv4 address or a bracketed IPv6 address without zone. It
-// reports false for names.
-func HostAddr(host string) (netip.Addr, bool) { return hostAddr(host) }
-
-func hostAddr(host string) (netip.Addr, bool) {
-	s := host
-	if n := len(s); n >= 2 && s[0] == '[' && s[n-1] == ']' {
-		s = s[1 : n-1]
-	} else if strings.IndexByte(s, ':') >= 0 {
-		return netip.Addr{}, false
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || (a.Is4() && s != host) {
-		return netip.Addr{}, false
-	}
-	return a, true
 }

@@ -105,6 +105,9 @@ func (c *Client) OpenStream(ctx context.Context, op string, req, resp any) (*Str
 }
 
 func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption) (*net.UnixConn, *wire.Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "call ended before it was sent", Retry: wire.RetrySafe, Err: err}
+	}
 	body, err := wire.Marshal(req)
 	if err != nil {
 		return nil, nil, err
@@ -127,7 +130,8 @@ func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption
 	}
 	c.lastUse = time.Now()
 	for attempt := 0; attempt < 2; attempt++ {
-		if c.conn == nil {
+		fresh := c.conn == nil
+		if fresh {
 			conn, err := sock.Dial(ctx, c.path)
 			if err != nil {
 				return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Msg: "daemon socket is not reachable: " + c.path, Retry: wire.RetrySafe, Err: err}
@@ -139,9 +143,32 @@ func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption
 		if err = wire.WriteFrame(c.conn, c.buf, c.maxFrame); err == nil {
 			return c.conn, r, nil
 		}
+		if fresh {
+			// A server that refuses a connection (server.busy) answers
+			// and closes before reading: report its answer, not EPIPE.
+			if rerr := refusal(c.conn); rerr != nil {
+				c.drop()
+				return nil, nil, rerr
+			}
+		}
 		c.drop()
 	}
 	return nil, nil, &wire.Error{Code: wire.CodeConnectionClosed, Msg: "could not send the request", Retry: wire.RetrySafe, Err: err}
+}
+
+// refusal returns the error of a refusal answer (an error with an empty id)
+// already waiting on conn, or nil.
+func refusal(conn *net.UnixConn) error {
+	conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	p, err := wire.ReadFrame(conn, 0)
+	if err != nil {
+		return nil
+	}
+	ans, err := wire.DecodeResponse(p, wire.Limits{})
+	if err != nil || ans.OK || ans.Err == nil || len(ans.ID) != 0 {
+		return nil
+	}
+	return ans.Err.ToError()
 }
 
 func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Request) (*wire.Response, error) {
@@ -171,8 +198,13 @@ func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Reques
 		if ans.Err == nil {
 			return nil, wire.Errorf(wire.CodeResponseMalformed, "failed answer without err")
 		}
-		if len(ans.ID) == 0 || !bytes.Equal(ans.ID, r.ID) {
+		if len(ans.ID) == 0 {
 			c.drop() // the server could not read our request: the connection is done
+			return nil, ans.Err.ToError()
+		}
+		if !bytes.Equal(ans.ID, r.ID) {
+			c.drop()
+			return nil, wire.Errorf(wire.CodeResponseMismatch, "answer is for another request")
 		}
 		return nil, ans.Err.ToError()
 	}

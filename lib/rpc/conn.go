@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"hostkit.dev/lib/sock"
@@ -27,15 +28,31 @@ type Call struct {
 
 // Decode decodes the body strictly into v (a pointer to the op's request
 // struct): unknown fields are request.unknown_field, wrong kinds
-// frame.malformed.
-func (c *Call) Decode(v any) error { return wire.Unmarshal(c.Body, v, true) }
+// frame.malformed. The error's Msg names neither the field nor its value
+// (both are the caller's input, which may hold a secret); the detailed
+// error is wrapped, for logs only.
+func (c *Call) Decode(v any) error {
+	err := wire.Unmarshal(c.Body, v, true)
+	if err == nil {
+		return nil
+	}
+	switch code := wire.CodeOf(err); code {
+	case wire.CodeRequestUnknownField:
+		return wire.Wrap(code, "request body has a field this op does not accept", err)
+	case wire.CodeFrameMalformed:
+		return wire.Wrap(code, "request body does not match the op's schema", err)
+	}
+	return err
+}
 
 // serveConn answers requests on c one at a time until the peer closes, a
-// frame-level error occurs, or the server stops.
-func (s *Server) serveConn(ctx context.Context, c *sock.Conn) {
+// frame-level error occurs, or the server stops. idle is set while c waits
+// for a request, so shutdown can end it. Handlers run under hctx, which
+// outlives ctx by the shutdown grace; streams run under ctx.
+func (s *Server) serveConn(ctx, hctx context.Context, c *sock.Conn, idle *atomic.Bool) {
 	log := s.cfg.Logger.With(slog.String("daemon", s.cfg.Daemon), slog.Uint64("peer_uid", uint64(c.Peer.UID)), slog.Int64("peer_pid", int64(c.Peer.PID)))
 	for !s.closing.Load() {
-		payload, err := s.readFrame(c)
+		payload, err := s.readFrame(c, idle)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return
@@ -56,7 +73,7 @@ func (s *Server) serveConn(ctx context.Context, c *sock.Conn) {
 			}
 			continue
 		}
-		if !s.handle(ctx, c, log, req) {
+		if !s.handle(ctx, hctx, c, log, req) {
 			return
 		}
 	}
@@ -73,10 +90,16 @@ func classifyNetErr(err error) string {
 // readFrame reads one frame: the first byte may take IdleTimeout, the rest
 // of the frame must arrive within ReadTimeout, so a client that trickles one
 // byte a second is cut off.
-func (s *Server) readFrame(c *sock.Conn) ([]byte, error) {
+func (s *Server) readFrame(c *sock.Conn, idle *atomic.Bool) ([]byte, error) {
+	idle.Store(true)
 	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.IdleTimeout))
+	if s.closing.Load() { // shutdown began before the deadline above was set
+		return nil, net.ErrClosed
+	}
 	var first [1]byte
-	if _, err := io.ReadFull(c, first[:]); err != nil {
+	_, err := io.ReadFull(c, first[:])
+	idle.Store(false)
+	if err != nil {
 		return nil, err
 	}
 	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
@@ -101,13 +124,36 @@ func (r *byteSliceReader) Read(p []byte) (int, error) {
 func bytesReader(b []byte) io.Reader { return &byteSliceReader{b: b} }
 
 // protocolError answers once with the error, logs it once and audits it.
+// A request whose corr is invalid is audited without it, and an unknown
+// field is not named: both are the caller's input.
 func (s *Server) protocolError(ctx context.Context, c *sock.Conn, log *slog.Logger, id []byte, corr string, err error) {
 	we := wire.AsError(err)
+	if !validCorr(corr) {
+		corr = ""
+	}
+	if we.Code == wire.CodeRequestUnknownField {
+		we.Msg = "request envelope has an unknown field"
+	}
 	log.Warn("rpc.protocol_error", slog.String("code", we.Code), slog.String("msg", we.Msg))
 	if s.cfg.Audit != nil {
 		s.cfg.Audit(ctx, Event{Peer: c.Peer, Outcome: "error", Code: we.Code, Corr: corr})
 	}
 	s.writeResponse(c, &wire.Response{ID: idOrEmpty(id), Err: errBody(we)})
+}
+
+// validCorr reports whether corr is a well-formed correlation id: at most
+// wire.MaxCorrLen bytes of [A-Za-z0-9._-].
+func validCorr(corr string) bool {
+	if len(corr) > wire.MaxCorrLen {
+		return false
+	}
+	for i := 0; i < len(corr); i++ {
+		b := corr[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '.' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func idOrEmpty(id []byte) []byte {
@@ -133,7 +179,7 @@ func (s *Server) writeResponse(c net.Conn, r *wire.Response) error {
 
 // handle runs one decoded request; it reports whether the connection may
 // carry another request.
-func (s *Server) handle(ctx context.Context, c *sock.Conn, log *slog.Logger, req *wire.Request) bool {
+func (s *Server) handle(ctx, hctx context.Context, c *sock.Conn, log *slog.Logger, req *wire.Request) bool {
 	op, call, err := s.admit(c, req)
 	if err != nil {
 		we := wire.AsError(err)
@@ -141,13 +187,19 @@ func (s *Server) handle(ctx context.Context, c *sock.Conn, log *slog.Logger, req
 		if we.Code == wire.CodePeerDenied {
 			outcome = "denied"
 		}
-		log.Warn("rpc.refused", slog.String("op", req.Op), slog.String("code", we.Code), slog.String("corr", req.Corr))
+		// An op name is logged and audited only when it is one of ours:
+		// an unknown one is the caller's free text.
+		opName := ""
+		if _, known := s.ops[req.Op]; known {
+			opName = req.Op
+		}
+		log.Warn("rpc.refused", slog.String("op", opName), slog.String("code", we.Code), slog.String("corr", req.Corr))
 		if s.cfg.Audit != nil {
-			s.cfg.Audit(ctx, Event{Op: req.Op, Peer: c.Peer, Outcome: outcome, Code: we.Code, Corr: req.Corr})
+			s.cfg.Audit(ctx, Event{Op: opName, Peer: c.Peer, Outcome: outcome, Code: we.Code, Corr: req.Corr})
 		}
 		return s.writeResponse(c, &wire.Response{ID: req.ID, Err: errBody(we)}) == nil
 	}
-	rctx, cancel := context.WithDeadline(WithCorr(ctx, req.Corr), call.Deadline)
+	rctx, cancel := context.WithDeadline(WithCorr(hctx, req.Corr), call.Deadline)
 	defer cancel()
 	body, werr := s.run(rctx, log, op, call)
 	resp := &wire.Response{ID: req.ID, OK: werr == nil, Body: body}
@@ -183,7 +235,7 @@ func (s *Server) admit(c *sock.Conn, req *wire.Request) (*Op, *Call, error) {
 	}
 	op, ok := s.ops[req.Op]
 	if !ok {
-		return nil, nil, wire.Errorf(wire.CodeOpUnknown, "unknown op %q", req.Op)
+		return nil, nil, wire.Errorf(wire.CodeOpUnknown, "this daemon does not serve that op")
 	}
 	if len(op.Roles) > 0 && !s.cfg.Roles.Allows(c.Peer.UID, op.Roles) {
 		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed to call %s", op.Name)
@@ -239,6 +291,13 @@ func (s *Server) invoke(ctx context.Context, log *slog.Logger, op *Op, call *Cal
 	}()
 	v, err := op.Handler(ctx, call)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && wire.CodeOf(err) == wire.CodeInternal {
+			// The handler gave up because its context ended.
+			if errors.Is(cerr, context.DeadlineExceeded) {
+				return nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "deadline passed before the answer", Retry: wire.RetryAfterObserve}
+			}
+			return nil, &wire.Error{Code: wire.CodeServerShuttingDown, Msg: "server stopped before the answer", Retry: wire.RetryAfterObserve}
+		}
 		we := wire.AsError(err)
 		if we.Code == wire.CodeInternal {
 			log.Error("rpc.handler_error", slog.String("op", op.Name), slog.String("corr", call.Corr), slog.Any("err", err))

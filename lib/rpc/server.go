@@ -51,20 +51,20 @@ type Event struct {
 
 // Config holds a Server's settings. Zero values take the defaults noted.
 type Config struct {
-	Daemon      string                         // name in logs and audit
-	Roles       Roles                          // role → UIDs; a peer with no role gets peer.denied for every op
-	Logger      *slog.Logger                   // required; use the redacting handler
-	Audit       func(context.Context, Event)   // optional sink for denials and protocol errors
-	MaxConns    int                            // concurrent connections; default 128
-	IdleTimeout time.Duration                  // wait for a request's first byte; default 60 s
-	ReadTimeout time.Duration                  // read a frame once it has started; default 10 s
-	MaxFrame    int                            // default wire.DefaultMaxFrame
-	MaxDeadline time.Duration                  // furthest deadline accepted; default 10 min
-	IdemTTL     time.Duration                  // idempotency record life; default 24 h
-	IdleAfter   time.Duration                  // with OnIdle: call it after this long without connections
-	OnIdle      func()                         // idle-shutdown hook
-	Now         func() time.Time               // default time.Now
-	Limits      wire.Limits                    // decoder caps
+	Daemon      string                       // name in logs and audit
+	Roles       Roles                        // role → UIDs; a peer with no role gets peer.denied for every op
+	Logger      *slog.Logger                 // required; use the redacting handler
+	Audit       func(context.Context, Event) // optional sink for denials and protocol errors
+	MaxConns    int                          // concurrent connections; default 128
+	IdleTimeout time.Duration                // wait for a request's first byte; default 60 s
+	ReadTimeout time.Duration                // read a frame once it has started; default 10 s
+	MaxFrame    int                          // default wire.DefaultMaxFrame
+	MaxDeadline time.Duration                // furthest deadline accepted; default 10 min
+	IdemTTL     time.Duration                // idempotency record life; default 24 h
+	IdleAfter   time.Duration                // with OnIdle: call it after this long without connections
+	OnIdle      func()                       // idle-shutdown hook
+	Now         func() time.Time             // default time.Now
+	Limits      wire.Limits                  // decoder caps
 }
 
 // Server serves a table of ops over Unix sockets. Create with NewServer.
@@ -78,7 +78,7 @@ type Server struct {
 	lastAct atomic.Int64 // unix nanos of the last connection close
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
+	conns   map[*sock.Conn]*atomic.Bool // open connections → waiting for a request
 	closing atomic.Bool
 }
 
@@ -115,7 +115,7 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 		replay: newReplayCache(1 << 20),
 		idem:   newIdemStore(cfg.IdemTTL, 1<<16),
 		sem:    make(chan struct{}, cfg.MaxConns),
-		conns:  make(map[net.Conn]struct{}),
+		conns:  make(map[*sock.Conn]*atomic.Bool),
 	}
 	for i := range ops {
 		op := ops[i]
@@ -131,12 +131,20 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 	return s, nil
 }
 
+// shutdownGrace bounds how long Serve waits for in-flight requests after
+// it stops accepting; then their contexts are cancelled and their
+// connections closed.
+const shutdownGrace = 5 * time.Second
+
 // Serve accepts connections from l until ctx is cancelled or l fails, then
-// closes l, waits for in-flight requests to finish (until ctx's cause... up
-// to shutdownGrace), and returns nil on a cancelled ctx.
+// closes l and idle connections, waits up to shutdownGrace for in-flight
+// requests to be answered (their contexts outlive ctx until then; stream
+// contexts end with ctx), and returns nil on a cancelled ctx.
 func (s *Server) Serve(ctx context.Context, l Listener) error {
 	stop := context.AfterFunc(ctx, func() { s.closing.Store(true); l.Close() })
 	defer stop()
+	hctx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
 	var idleDone chan struct{}
 	if s.cfg.OnIdle != nil && s.cfg.IdleAfter > 0 {
 		idleDone = make(chan struct{})
@@ -166,32 +174,51 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 			s.refuse(c, wire.CodeServerBusy, "too many connections")
 			continue
 		}
-		s.track(c, true)
+		idle := s.track(c, true)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-s.sem }()
 			defer s.track(c, false)
-			s.serveConn(ctx, c)
+			s.serveConn(ctx, hctx, c, idle)
 		}()
 	}
+	s.closing.Store(true)
 	l.Close()
-	s.drain(5 * time.Second)
+	s.closeIdle()
+	s.drain(shutdownGrace, hardStop)
 	if idleDone != nil {
 		<-idleDone
 	}
 	return err
 }
 
-// drain waits for connections to finish, then closes the rest.
-func (s *Server) drain(grace time.Duration) {
+// closeIdle ends the connections that wait for a request: their pending
+// read returns at once. A connection whose request is under way is left to
+// finish it; serveConn checks closing before it reads the next one.
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, idle := range s.conns {
+		if idle.Load() {
+			c.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+// drain waits for connections to finish; after grace it cancels the
+// requests' contexts (hardStop) and closes the rest.
+func (s *Server) drain(grace time.Duration, hardStop context.CancelFunc) {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case <-done:
 		return
-	case <-time.After(grace):
+	case <-t.C:
 	}
+	hardStop()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()
@@ -200,18 +227,22 @@ func (s *Server) drain(grace time.Duration) {
 	<-done
 }
 
-func (s *Server) track(c net.Conn, add bool) {
+// track adds c to (or removes and closes it from) the open connections;
+// on add it returns c's idle flag.
+func (s *Server) track(c *sock.Conn, add bool) *atomic.Bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if add {
-		s.conns[c] = struct{}{}
+		idle := new(atomic.Bool)
+		s.conns[c] = idle
 		s.active.Add(1)
-		return
+		return idle
 	}
 	delete(s.conns, c)
 	c.Close()
 	s.active.Add(-1)
 	s.lastAct.Store(s.cfg.Now().UnixNano())
+	return nil
 }
 
 // ActiveConns reports the number of open connections.

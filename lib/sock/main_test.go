@@ -65,8 +65,10 @@ func runHelper(mode string) int {
 		_, _ = c.Write([]byte("x"))
 		_, _ = io.Copy(io.Discard, c)
 		return 0
-	case "activated": // the service manager would set LISTEN_PID to our pid
-		os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+	case "activated": // a service manager sets LISTEN_PID to our pid; else we do
+		if os.Getenv("LISTEN_PID") == "" {
+			os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+		}
 		var names []string
 		if n := os.Getenv(helperNamesEnv); n != "" {
 			names = strings.Split(n, ",")
@@ -110,7 +112,8 @@ func serveActivated(names []string) int {
 // as a helper in mode with the given extra environment.
 func helper(bin, mode string, env ...string) *exec.Cmd {
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	// GORACE: a -race child otherwise sleeps 1s at exit.
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "GORACE=atexit_sleep_ms=0")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	return cmd

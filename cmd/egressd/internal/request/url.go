@@ -1,0 +1,70 @@
+package request
+
+import (
+	"strings"
+
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/wire"
+)
+
+// parseURL parses an absolute "scheme://authority[path][?query]" strictly:
+// scheme http or https (any case), no userinfo, no fragment, no backslash,
+// no whitespace, control or non-ASCII bytes, only valid percent escapes,
+// and the authority through netguard.SplitHostPort (canonical host, ports
+// 1-65535, no zones, no numeric look-alikes).
+func parseURL(s string) (*Record, error) {
+	bad := func(msg string) error { return wire.Errorf(egressdapi.CodeInvalidRequest, "URL %s", msg) }
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c <= ' ' || c >= 0x7f:
+			return nil, bad("holds whitespace, a control or a non-ASCII byte")
+		case c == '\\':
+			return nil, bad("holds a backslash")
+		case c == '#':
+			return nil, bad("has a fragment")
+		case c == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])):
+			return nil, bad("holds an invalid percent escape")
+		}
+	}
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return nil, bad(`is not absolute ("scheme://host/...")`)
+	}
+	scheme := strings.ToLower(s[:i])
+	if scheme != netguard.SchemeHTTPS && scheme != netguard.SchemeHTTP {
+		return nil, bad(`scheme must be "https" or "http"`)
+	}
+	rest := s[i+3:]
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth, rest := rest[:end], rest[end:]
+	if strings.IndexByte(auth, '@') >= 0 {
+		return nil, bad("has userinfo")
+	}
+	if strings.IndexByte(auth, '%') >= 0 {
+		return nil, bad("authority holds a percent escape")
+	}
+	host, port, err := netguard.SplitHostPort(auth)
+	if err != nil {
+		return nil, wire.Wrap(egressdapi.CodeInvalidRequest, "URL host: "+wire.AsError(err).Msg, err)
+	}
+	if port == 0 {
+		port = netguard.DefaultPort(scheme)
+	}
+	path, query := rest, ""
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		path, query = rest[:q], rest[q+1:]
+	}
+	if path == "" {
+		path = "/"
+	}
+	return &Record{Scheme: scheme, Host: host, Port: port, Path: path, Query: query}, nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

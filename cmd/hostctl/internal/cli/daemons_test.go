@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/rpc"
+)
+
+var daemonsUnderTest = []struct{ binary, name string }{
+	{"secretd", "secretd"},
+	{"egressd", "egressd"},
+	{"supervisord", "supervisord"},
+	{"containerization-helper", "helper"},
+}
+
+// Each daemon starts as a real process, answers health with the common
+// fields, and on SIGTERM exits 0 leaving no socket behind.
+func TestDaemonHealthAndCleanStop(t *testing.T) {
+	t.Parallel()
+	for _, d := range daemonsUnderTest {
+		t.Run(d.binary, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			root := shortRoot(t)
+			p := startDaemon(t, d.binary, d.name, root)
+			c := rpc.NewClient(p.socket, 2*time.Second)
+			h, err := healthapi.Get(context.Background(), c)
+			c.Close()
+			is.NoErr(err)
+			is.Equal(h.Status, "ok")
+			is.Equal(len(h.Epoch), 16)
+			is.True(h.Version != "")
+			fi, err := os.Lstat(p.socket)
+			is.NoErr(err)
+			is.Equal(fi.Mode().Perm(), os.FileMode(0o600)) // private socket
+			is.Equal(exitStatus(p.stop(t, syscall.SIGTERM)), 0)
+			_, err = os.Lstat(p.socket)
+			is.True(os.IsNotExist(err)) // socket removed on clean stop
+		})
+	}
+}
+
+// A daemon killed with SIGKILL leaves a stale socket; the next start
+// recovers it, and the new process has a new epoch.
+func TestDaemonRecoversStaleSocketAfterKill9(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := shortRoot(t)
+	p := startDaemon(t, "secretd", "secretd", root)
+	h1, err := healthapi.Get(context.Background(), rpc.NewClient(p.socket, time.Second))
+	is.NoErr(err)
+	_ = p.stop(t, syscall.SIGKILL)
+	_, err = os.Lstat(p.socket)
+	is.NoErr(err) // the stale socket is still there
+	p2 := startDaemon(t, "secretd", "secretd", root)
+	h2, err := healthapi.Get(context.Background(), rpc.NewClient(p2.socket, time.Second))
+	is.NoErr(err)
+	is.True(h1.Epoch != h2.Epoch)
+}
+
+// A second daemon on the same root refuses to start.
+func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := shortRoot(t)
+	startDaemon(t, "supervisord", "supervisord", root)
+	out, err := runBinary("supervisord", "-root", root)
+	is.True(err != nil)
+	is.True(strings.Contains(out, "sock.already_running"))
+}
+
+func TestDoctorAgainstRealDaemons(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := shortRoot(t)
+	var procs []*daemonProc
+	for _, d := range daemonsUnderTest[:3] {
+		procs = append(procs, startDaemon(t, d.binary, d.name, root))
+	}
+	code, out, errOut := runCLI("-root", root, "doctor")
+	is.Equal(code, ExitOK)
+	is.Equal(errOut, "")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	is.Equal(len(lines), 5) // header + 4 daemons
+	is.True(strings.HasPrefix(lines[0], "DAEMON"))
+	for i, name := range []string{"secretd", "egressd", "supervisord"} {
+		f := strings.Fields(lines[i+1])
+		is.Equal(f[0], name)
+		is.Equal(f[2], "0600")
+		is.Equal(f[4], "yes")
+	}
+	is.True(strings.Contains(lines[4], "helper (optional)"))
+
+	code, out, _ = runCLI("doctor", "-root", root, "--json")
+	is.Equal(code, ExitOK)
+	var doc struct {
+		Daemons []doctorRow `json:"daemons"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &doc))
+	is.Equal(len(doc.Daemons), 4)
+	is.True(doc.Daemons[0].Reachable)
+	is.Equal(len(doc.Daemons[0].Epoch), 16)
+
+	_ = procs[1].stop(t, syscall.SIGTERM) // egressd down
+	code, _, errOut = runCLI("-root", root, "doctor")
+	is.Equal(code, ExitUnavailable)
+	is.True(strings.Contains(errOut, "egressd"))
+}

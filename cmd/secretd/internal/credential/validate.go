@@ -1,0 +1,188 @@
+// Package credential holds secretd's operator credentials in memory: their
+// metadata (secretdapi.CredentialMeta), their values in secmem buffers, the
+// validation rules of issue 3 (names, values, destinations, targets) and
+// the Registry that merges the on-disk store with systemd credentials.
+package credential
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/wire"
+)
+
+// Limits on a credential's metadata.
+const (
+	MaxNameLen      = 64
+	MaxDestinations = 32
+	MaxTargets      = 32
+	MaxTargetLen    = 256 // bytes of a target string, prefix included
+	MaxTemplateLen  = 256 // bytes of a header template
+)
+
+// Sources of a credential (CredentialMeta.Source).
+const (
+	SourceStore   = "store"
+	SourceSystemd = "systemd"
+)
+
+// ValidName reports whether s matches [a-z0-9][a-z0-9._-]{0,63}.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// invalid builds a credential.invalid error; msg never holds a value.
+func invalid(format string, args ...any) error {
+	return wire.Errorf(secretdapi.CodeCredentialInvalid, format, args...)
+}
+
+// CheckValue checks a value's length: 1..secretdapi.MaxValueLen bytes.
+// Errors: credential.invalid (naming the length, never the content).
+func CheckValue(v []byte) error {
+	if len(v) == 0 || len(v) > secretdapi.MaxValueLen {
+		return invalid("value must be 1..%d bytes, got %d", secretdapi.MaxValueLen, len(v))
+	}
+	return nil
+}
+
+// CanonicalDestinations returns ds as canonical origins (lib/netguard:
+// https, or http only for a literal loopback host), sorted and deduplicated.
+// Errors: credential.invalid naming the index and netguard's code.
+func CanonicalDestinations(ds []string) ([]string, error) {
+	if len(ds) == 0 || len(ds) > MaxDestinations {
+		return nil, invalid("a credential needs 1..%d destinations, got %d", MaxDestinations, len(ds))
+	}
+	out := make([]string, 0, len(ds))
+	for i, d := range ds {
+		c, err := netguard.CanonicalOrigin(d)
+		if err != nil {
+			return nil, invalid("destinations[%d] is not a canonical origin (%s)", i, wire.CodeOf(err))
+		}
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// CheckTargets validates ts and returns them normalized: sorted by target,
+// header templates defaulted to "{}", templates and overwrite cleared for
+// non-header targets. Errors: credential.invalid naming the index.
+func CheckTargets(ts []secretdapi.TargetSpec) ([]secretdapi.TargetSpec, error) {
+	if len(ts) == 0 || len(ts) > MaxTargets {
+		return nil, invalid("a credential needs 1..%d targets, got %d", MaxTargets, len(ts))
+	}
+	out := make([]secretdapi.TargetSpec, 0, len(ts))
+	for i, t := range ts {
+		n, err := normalizeTarget(t)
+		if err != nil {
+			return nil, invalid("targets[%d]: %s", i, err)
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b secretdapi.TargetSpec) int { return strings.Compare(a.Target, b.Target) })
+	for i := 1; i < len(out); i++ {
+		if out[i].Target == out[i-1].Target {
+			return nil, invalid("target %q is listed twice", out[i].Target)
+		}
+	}
+	return out, nil
+}
+
+func normalizeTarget(t secretdapi.TargetSpec) (secretdapi.TargetSpec, error) {
+	kind, name, ok := strings.Cut(t.Target, ":")
+	if !ok || name == "" || len(t.Target) > MaxTargetLen {
+		return t, fmt.Errorf("target must be header:<Name>, query:<param>, path:<name> or body:<pointer>")
+	}
+	if kind != "header" && (t.Template != "" || t.Overwrite) {
+		return t, fmt.Errorf("template and overwrite apply to header targets only")
+	}
+	switch kind {
+	case "header":
+		if !isToken(name) {
+			return t, fmt.Errorf("header name is not an RFC 9110 token")
+		}
+		if t.Template == "" {
+			t.Template = "{}"
+		}
+		if strings.Count(t.Template, "{}") != 1 || len(t.Template) > MaxTemplateLen || !printable(t.Template) {
+			return t, fmt.Errorf("template must contain {} exactly once, printable ASCII, at most %d bytes", MaxTemplateLen)
+		}
+	case "query":
+		if !printable(name) || strings.ContainsAny(name, "&=#? ") {
+			return t, fmt.Errorf("query parameter name is not valid")
+		}
+	case "path":
+		if !printable(name) || strings.ContainsAny(name, "/{}?# ") {
+			return t, fmt.Errorf("path segment name is not valid")
+		}
+	case "body":
+		if !validPointer(name) {
+			return t, fmt.Errorf("body target is not an RFC 6901 JSON pointer")
+		}
+	default:
+		return t, fmt.Errorf("unknown target kind %q", kind)
+	}
+	return t, nil
+}
+
+// isToken reports whether s is an RFC 9110 token (a header field name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// printable reports whether s is printable ASCII (space through '~').
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// validPointer reports whether p is a non-empty RFC 6901 JSON pointer:
+// "/"-separated reference tokens where "~" is followed by "0" or "1".
+func validPointer(p string) bool {
+	if !strings.HasPrefix(p, "/") || !printable(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 >= len(p) || p[i+1] != '0' && p[i+1] != '1') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidInvocation reports whether s matches [a-z0-9-]{1,64}.
+func ValidInvocation(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,189 @@
+package lease
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"hostkit.dev/cmd/secretd/internal/secmem"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
+)
+
+// MaxBatch is the most handles one consume may carry.
+const MaxBatch = 256
+
+// Consumed is one lease handed out by Consume. The caller owns Value and
+// must Free it once the answer is written.
+type Consumed struct {
+	Spec        Spec
+	Handle      []byte // the caller's handle, echoed in the answer
+	Placeholder string
+	Value       *secmem.Buf
+	MAC         MAC
+}
+
+// Failure is one handle of a refused batch.
+type Failure struct {
+	Index int
+	Code  string // a secretdapi lease.* code
+	MAC   MAC
+	Of    int // for lease.duplicate_handle: the index it repeats
+}
+
+// Reuse is a consumed handle presented again.
+type Reuse struct {
+	Index      int
+	MAC        MAC
+	Stager     sock.Peer // who staged the original lease
+	ConsumedAt time.Time
+	First      bool // the first reuse of this handle: audit it in full
+}
+
+// Result is the outcome of Consume. On success Leases holds one lease per
+// handle in order; otherwise Failures is non-empty and nothing was taken.
+// MACs lists every handle's MAC in order (for audit fingerprints).
+type Result struct {
+	Leases   []Consumed
+	Failures []Failure
+	Reuses   []Reuse
+	MACs     []MAC
+}
+
+// Err returns nil on success, else a *wire.Error whose code is the first
+// failure's and whose message names every failing index and its code,
+// never a handle or a value.
+func (r *Result) Err() error {
+	if len(r.Failures) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("nothing consumed:")
+	for i, f := range r.Failures {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " handles[%d]: %s", f.Index, f.Code)
+		if f.Code == secretdapi.CodeLeaseDuplicate {
+			fmt.Fprintf(&b, " (same as handles[%d])", f.Of)
+		}
+	}
+	return wire.Errorf(r.Failures[0].Code, "%s", b.String())
+}
+
+// Consume hands out the leases of handles for invocation, all or nothing:
+// every handle is checked first (shape, epoch, duplicates in the batch,
+// already consumed, unknown, expired on the monotonic clock, wrong
+// invocation) and then, in the same critical section, all are removed and
+// tombstoned. A failed batch changes nothing but marks reused tombstones
+// as reported. Errors outside the batch: request.invalid for more than
+// MaxBatch handles.
+func (t *Table) Consume(invocation string, handles [][]byte, consumer sock.Peer) (*Result, error) {
+	if len(handles) > MaxBatch {
+		return nil, wire.Errorf(wire.CodeRequestInvalid, "at most %d handles per consume, got %d", MaxBatch, len(handles))
+	}
+	r := &Result{MACs: make([]MAC, len(handles))}
+	first := make(map[MAC]int, len(handles))
+	shapeOK := make([]bool, len(handles))
+	for i, h := range handles {
+		mac, code := t.keys.check(h)
+		r.MACs[i] = mac
+		if j, dup := first[mac]; dup {
+			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseDuplicate, MAC: mac, Of: j})
+			continue
+		}
+		first[mac] = i
+		if code != "" {
+			r.Failures = append(r.Failures, Failure{Index: i, Code: code, MAC: mac})
+			continue
+		}
+		shapeOK[i] = true
+	}
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	entries := make([]*entry, len(handles))
+	for i := range handles {
+		if !shapeOK[i] {
+			continue
+		}
+		mac := r.MACs[i]
+		if tb, ok := t.tombs[mac]; ok {
+			r.Reuses = append(r.Reuses, Reuse{Index: i, MAC: mac, Stager: tb.stager, ConsumedAt: tb.consumedAt, First: !tb.reported})
+			tb.reported = true
+			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseConsumed, MAC: mac})
+			continue
+		}
+		e, ok := t.leases[mac]
+		switch {
+		case !ok:
+			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseNotFound, MAC: mac})
+		case !now.Before(e.expires):
+			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseExpired, MAC: mac})
+		case e.spec.Invocation != invocation:
+			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseWrongInvocation, MAC: mac})
+		default:
+			entries[i] = e
+		}
+	}
+	if len(r.Failures) > 0 {
+		sortFailures(r.Failures)
+		return r, nil
+	}
+	t.makeRoom(len(entries), now)
+	r.Leases = make([]Consumed, len(handles))
+	for i, e := range entries {
+		delete(t.leases, e.mac)
+		t.tombs[e.mac] = &tomb{stager: e.spec.Stager, consumedAt: now, expires: e.expires}
+		r.Leases[i] = Consumed{Spec: e.spec, Handle: handles[i], Placeholder: e.ph, Value: e.value, MAC: e.mac}
+		e.value = nil
+	}
+	return r, nil
+}
+
+// makeRoom keeps the tombstones under 4×MaxLeases: expired ones go first,
+// then arbitrary ones (a reuse of an evicted handle reads lease.not_found).
+// t.mu is held.
+func (t *Table) makeRoom(n int, now time.Time) {
+	limit := 4 * t.cfg.MaxLeases
+	if len(t.tombs)+n <= limit {
+		return
+	}
+	for mac, tb := range t.tombs {
+		if !now.Before(tb.expires) {
+			delete(t.tombs, mac)
+		}
+	}
+	for mac := range t.tombs {
+		if len(t.tombs)+n <= limit {
+			return
+		}
+		delete(t.tombs, mac)
+	}
+}
+
+func sortFailures(fs []Failure) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].Index < fs[j-1].Index; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+// handleErr builds the error of a single-handle op (index < 0) or of one
+// index of a batch.
+func handleErr(code string, index int) error {
+	msg := map[string]string{
+		secretdapi.CodeLeaseInvalidHandle:   "not a handle this secretd could have made",
+		secretdapi.CodeLeaseStaleEpoch:      "the handle was staged by an earlier secretd process; leases do not survive a restart",
+		secretdapi.CodeLeaseConsumed:        "the lease was already consumed",
+		secretdapi.CodeLeaseNotFound:        "no such lease (unknown, revoked or expired and swept)",
+		secretdapi.CodeLeaseExpired:         "the lease has expired",
+		secretdapi.CodeLeaseWrongInvocation: "the lease belongs to another invocation",
+	}[code]
+	if index >= 0 {
+		msg = fmt.Sprintf("handles[%d]: %s", index, msg)
+	}
+	return wire.Errorf(code, "%s", msg)
+}

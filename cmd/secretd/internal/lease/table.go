@@ -1,0 +1,224 @@
+package lease
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+
+	"hostkit.dev/cmd/secretd/internal/secmem"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
+)
+
+// Config configures a Table.
+type Config struct {
+	Epoch     [EpochLen]byte    // the process's boot epoch (daemon.NewEpoch, decoded)
+	MaxLeases int               // live leases at most; default 10000
+	Alloc     *secmem.Allocator // required
+	Now       func() time.Time  // default time.Now (with its monotonic reading)
+}
+
+// Spec is what a stager asks for, already checked against the credential.
+type Spec struct {
+	Credential  string
+	Destination string
+	Target      string
+	Template    string // header targets only
+	Overwrite   bool   // header targets only
+	Invocation  string
+	TTL         time.Duration
+	Stager      sock.Peer
+}
+
+// entry is one staged lease.
+type entry struct {
+	spec      Spec
+	mac       MAC
+	ph        string
+	value     *secmem.Buf
+	stagedAt  time.Time // wall and monotonic
+	expires   time.Time // stagedAt + TTL, compared on the monotonic clock
+	expiresMS int64     // Unix ms, for answers
+}
+
+// tomb remembers a consumed handle until its lease would have expired, so
+// a reuse is lease.consumed (and audited once, naming the stager).
+type tomb struct {
+	stager     sock.Peer
+	consumedAt time.Time
+	expires    time.Time
+	reported   bool
+}
+
+// Table holds the leases of one process. It is safe for concurrent use;
+// one mutex guards the maps, so a batch consume is a single critical
+// section.
+type Table struct {
+	cfg    Config
+	keys   *keyring
+	mu     sync.Mutex
+	leases map[MAC]*entry
+	tombs  map[MAC]*tomb
+}
+
+// New returns an empty table with a fresh boot key.
+func New(cfg Config) (*Table, error) {
+	if cfg.MaxLeases <= 0 {
+		cfg.MaxLeases = 10000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	k, err := newKeyring(cfg.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{cfg: cfg, keys: k, leases: map[MAC]*entry{}, tombs: map[MAC]*tomb{}}, nil
+}
+
+// Staged is the answer to a stage.
+type Staged struct {
+	Handle      []byte
+	Placeholder string
+	ExpiresAt   int64 // Unix ms
+	MAC         MAC
+}
+
+// Stage copies value into locked memory and stages a lease for spec.
+// Errors: server.busy (MaxLeases reached), internal (no randomness or
+// memory); nothing is staged on error.
+func (t *Table) Stage(spec Spec, value []byte) (Staged, error) {
+	h, ph, err := t.keys.newHandle()
+	if err != nil {
+		return Staged{}, err
+	}
+	buf, err := t.cfg.Alloc.Copy(value)
+	if err != nil {
+		return Staged{}, wire.Wrap(wire.CodeInternal, "no memory for the lease", err)
+	}
+	now := t.cfg.Now()
+	e := &entry{spec: spec, mac: t.keys.mac(h), ph: ph, value: buf, stagedAt: now, expires: now.Add(spec.TTL)}
+	e.expiresMS = e.expires.UnixMilli()
+	t.mu.Lock()
+	if len(t.leases) >= t.cfg.MaxLeases {
+		t.mu.Unlock()
+		buf.Free()
+		return Staged{}, &wire.Error{Code: wire.CodeServerBusy, Msg: "too many staged leases", Retry: wire.RetrySafe}
+	}
+	t.leases[e.mac] = e
+	t.mu.Unlock()
+	return Staged{Handle: h, Placeholder: ph, ExpiresAt: e.expiresMS, MAC: e.mac}, nil
+}
+
+func (e *entry) meta() secretdapi.LeaseMeta {
+	return secretdapi.LeaseMeta{Credential: e.spec.Credential, Destination: e.spec.Destination, ExpiresAt: e.expiresMS,
+		HandleFP: e.mac.FP(), Invocation: e.spec.Invocation, Placeholder: e.ph, StagedAt: e.stagedAt.UnixMilli(),
+		StagerUID: e.spec.Stager.UID, Target: e.spec.Target}
+}
+
+// Lookup returns a lease's metadata without consuming it. Errors:
+// lease.invalid_handle, lease.stale_epoch, lease.consumed, lease.not_found,
+// lease.expired (each with the handle's MAC for the audit record).
+func (t *Table) Lookup(h []byte) (secretdapi.LeaseMeta, MAC, error) {
+	mac, code := t.keys.check(h)
+	if code != "" {
+		return secretdapi.LeaseMeta{}, mac, handleErr(code, -1)
+	}
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.tombs[mac]; ok {
+		return secretdapi.LeaseMeta{}, mac, handleErr(secretdapi.CodeLeaseConsumed, -1)
+	}
+	e, ok := t.leases[mac]
+	if !ok {
+		return secretdapi.LeaseMeta{}, mac, handleErr(secretdapi.CodeLeaseNotFound, -1)
+	}
+	if !now.Before(e.expires) {
+		return secretdapi.LeaseMeta{}, mac, handleErr(secretdapi.CodeLeaseExpired, -1)
+	}
+	return e.meta(), mac, nil
+}
+
+// Revoke removes every unconsumed lease of invocation and zeroes their
+// values. It returns the MACs revoked.
+func (t *Table) Revoke(invocation string) []MAC {
+	t.mu.Lock()
+	var gone []*entry
+	for mac, e := range t.leases {
+		if e.spec.Invocation == invocation {
+			gone = append(gone, e)
+			delete(t.leases, mac)
+		}
+	}
+	t.mu.Unlock()
+	macs := make([]MAC, 0, len(gone))
+	for _, e := range gone {
+		e.value.Free()
+		macs = append(macs, e.mac)
+	}
+	return macs
+}
+
+// List returns the metadata of the live (unexpired) leases, of invocation
+// only when it is not "", sorted by invocation, then staged time.
+func (t *Table) List(invocation string) []secretdapi.LeaseMeta {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	out := make([]secretdapi.LeaseMeta, 0, len(t.leases))
+	for _, e := range t.leases {
+		if (invocation == "" || e.spec.Invocation == invocation) && now.Before(e.expires) {
+			out = append(out, e.meta())
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b secretdapi.LeaseMeta) int {
+		return cmp.Or(cmp.Compare(a.Invocation, b.Invocation), cmp.Compare(a.StagedAt, b.StagedAt), cmp.Compare(a.HandleFP, b.HandleFP))
+	})
+	return out
+}
+
+// Sweep removes expired leases (zeroing their values) and tombstones past
+// their lease's expiry, and reports how many of each it removed.
+func (t *Table) Sweep() (leases, tombs int) {
+	now := t.cfg.Now()
+	var gone []*entry
+	t.mu.Lock()
+	for mac, e := range t.leases {
+		if !now.Before(e.expires) {
+			gone = append(gone, e)
+			delete(t.leases, mac)
+		}
+	}
+	for mac, tb := range t.tombs {
+		if !now.Before(tb.expires) {
+			delete(t.tombs, mac)
+			tombs++
+		}
+	}
+	t.mu.Unlock()
+	for _, e := range gone {
+		e.value.Free()
+	}
+	return len(gone), tombs
+}
+
+// Counts reports the number of staged leases and of tombstones.
+func (t *Table) Counts() (leases, tombs int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.leases), len(t.tombs)
+}
+
+// Close zeroes every value and empties the table.
+func (t *Table) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for mac, e := range t.leases {
+		e.value.Free()
+		delete(t.leases, mac)
+	}
+	clear(t.tombs)
+}

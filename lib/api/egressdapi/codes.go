@@ -1,0 +1,54 @@
+package egressdapi
+
+// Error codes egressd returns in addition to lib/wire's (append-only; each
+// listed in docs/protocol.md and docs/egressd.md).
+const (
+	CodeBundleConsumeFailed  = "bundle.consume_failed"     // secretd refused the consume, or answered something unusable; nothing is kept
+	CodeBundleExists         = "bundle.exists"             // the invocation already has a bundle: drop it first
+	CodeBundleInvalid        = "bundle.invalid"            // bad invocation id, token, policy or handles
+	CodeBundleUnknown        = "bundle.unknown_invocation" // no bundle for that invocation
+	CodeAddressForbidden     = "egress.address_forbidden"  // the host resolves to (or is) a non-public address the operator did not map
+	CodeHeaderInvalid        = "egress.header_invalid"     // CR, LF, NUL or CTL in a header, a bad name, Host mismatch, CL+TE
+	CodeInjectionConflict    = "egress.injection_conflict" // the staged target is already present (header without overwrite, query param)
+	CodeInjectionFailed      = "egress.injection_failed"   // the staged target cannot be filled (bad JSON body, duplicate keys, missing parent)
+	CodeInvalidRequest       = "egress.invalid_request"    // malformed method or URL, userinfo, fragment, bad body length
+	CodeLoopbackOwnerAgent   = "egress.loopback_owner_agent"
+	CodeLoopbackOwnerUnknown = "egress.loopback_owner_unverified" // the owner of a loopback listener could not be checked
+	CodeManualCredential     = "egress.manual_credential_rejected"
+	CodeMethodForbidden      = "egress.method_forbidden" // TRACE, TRACK, CONNECT
+	CodePlaceholderMisuse    = "egress.placeholder_misuse"
+	CodePlaintextCredential  = "egress.plaintext_credential" // a credential would travel over plaintext to a non-loopback host
+	CodePolicyDenied         = "egress.policy_denied"
+	CodeResponseTooLarge     = "egress.response_too_large"
+	CodeResponseUndecodable  = "egress.response_undecodable" // a compressed response body that cannot be scanned
+	CodeSecretInRequest      = "egress.secret_in_request"
+	CodeTimeout              = "egress.timeout"
+	CodeTooLarge             = "egress.too_large" // request headers or body over the caps
+	CodeUpstreamError        = "egress.upstream_error"
+)
+
+// Codes lists the codes above, sorted and unique (a test checks).
+var Codes = []string{
+	CodeBundleConsumeFailed,
+	CodeBundleExists,
+	CodeBundleInvalid,
+	CodeBundleUnknown,
+	CodeAddressForbidden,
+	CodeHeaderInvalid,
+	CodeInjectionConflict,
+	CodeInjectionFailed,
+	CodeInvalidRequest,
+	CodeLoopbackOwnerAgent,
+	CodeLoopbackOwnerUnknown,
+	CodeManualCredential,
+	CodeMethodForbidden,
+	CodePlaceholderMisuse,
+	CodePlaintextCredential,
+	CodePolicyDenied,
+	CodeResponseTooLarge,
+	CodeResponseUndecodable,
+	CodeSecretInRequest,
+	CodeTimeout,
+	CodeTooLarge,
+	CodeUpstreamError,
+}

@@ -1,0 +1,55 @@
+package audit
+
+import (
+	"context"
+	"maps"
+
+	"hostkit.dev/lib/wire"
+)
+
+// Pair links the "before" and "after" records of one mutation. Write the
+// before record with Log.Begin before acting, and the after record with
+// End once the outcome is known.
+type Pair struct {
+	l      *Log
+	before Record
+	// Seq is the before record's seq.
+	Seq uint64
+}
+
+// Begin writes r as the "before" record of a mutation (Phase "before",
+// Outcome "pending", whatever r says) and returns the Pair to End. Errors
+// are those of Append; on error the mutation should not proceed.
+func (l *Log) Begin(ctx context.Context, r Record) (Pair, error) {
+	r.Phase, r.Outcome = PhaseBefore, OutcomePending
+	seq, err := l.Append(ctx, r)
+	if err != nil {
+		return Pair{}, err
+	}
+	return Pair{l: l, before: r, Seq: seq}, nil
+}
+
+// End writes the "after" record: the before record's Actor, Op and Corr,
+// with outcome (not "pending"), code (the error code, if any) and fields
+// plus `before_seq`. It returns the after record's seq. Errors are those of
+// Append, and `audit.invalid` for a Pair not made by Begin or a pending
+// outcome.
+func (p Pair) End(ctx context.Context, outcome Outcome, code string, fields map[string]any) (uint64, error) {
+	if p.l == nil || outcome == OutcomePending {
+		return 0, wire.Errorf(CodeInvalid, "End needs a Pair from Begin and a final outcome")
+	}
+	f := maps.Clone(fields)
+	if f == nil {
+		f = map[string]any{}
+	}
+	f["before_seq"] = p.Seq
+	return p.l.Append(ctx, Record{
+		Actor:   p.before.Actor,
+		Op:      p.before.Op,
+		Corr:    p.before.Corr,
+		Phase:   PhaseAfter,
+		Outcome: outcome,
+		Code:    code,
+		Fields:  f,
+	})
+}

@@ -1,0 +1,57 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"hostkit.dev/lib/redact"
+	"hostkit.dev/lib/wire"
+)
+
+// scrubRecord returns r with Op, Code, Corr and every string in Fields
+// redacted. Fields are first normalized through JSON (so structs, Secrets
+// and custom marshalers are seen as they will be written); the caller's map
+// is not modified.
+func (l *Log) scrubRecord(r Record) (Record, error) {
+	text := func(s string) string { return l.opts.Scrubber.Scrub(redact.String(s)) }
+	r.Op, r.Code, r.Corr = text(r.Op), text(r.Code), text(r.Corr)
+	if len(r.Fields) == 0 {
+		r.Fields = nil
+		return r, nil
+	}
+	raw, err := json.Marshal(r.Fields)
+	if err != nil {
+		return Record{}, wire.Wrap(CodeInvalid, "fields do not encode as JSON", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var norm map[string]any
+	if err := dec.Decode(&norm); err != nil {
+		return Record{}, wire.Wrap(CodeInvalid, "fields do not decode as JSON", err)
+	}
+	r.Fields = scrubValue(norm, text).(map[string]any)
+	return r, nil
+}
+
+// scrubValue applies text to every string (and map key) in a decoded JSON
+// value.
+func scrubValue(v any, text func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return text(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[text(k)] = scrubValue(e, text)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = scrubValue(e, text)
+		}
+		return out
+	default: // json.Number, bool, nil
+		return v
+	}
+}
