@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
+	"time"
 
+	"hostkit.dev/cmd/secretd/internal/server"
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/rpc"
 )
@@ -15,6 +18,8 @@ import (
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("secretd", flag.ContinueOnError)
 	roles := daemon.RoleFlags(fs, "admin", "stager", "consumer")
+	var cfg Config
+	cfg.register(fs)
 	env, err := daemon.Setup(fs, args, "secretd", daemon.NameSecretd, "SECRETD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -26,17 +31,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := daemon.DisableCoreDumps(); err != nil {
 		return err
 	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 	r, err := roles()
 	if err != nil {
 		return err
 	}
+	d, err := build(env, &cfg)
+	if err != nil {
+		return err
+	}
+	defer d.close(context.WithoutCancel(ctx))
 	svc := daemon.Service{
 		Name:        daemon.NameSecretd,
 		Socket:      env.Layout.Socket(daemon.NameSecretd),
-		SocketGroup: -1,
+		SocketGroup: cfg.socketGID,
 		Logger:      env.Logger,
 		Roles:       r,
-		Ops:         []rpc.Op{daemon.Health(env.Epoch, env.Started, nil)},
+		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, d.srv.Health)}, d.srv.Ops()...),
+		Audit:       daemon.AuditSink(d.audit, env.Logger),
+		Actors:      []daemon.Actor{sweeper(ctx, d.srv, cfg.SweepInterval)},
 	}
 	return svc.Run(ctx)
+}
+
+// sweeper is the run-group actor that zeroes expired leases, drops old
+// tombstones and writes flood summaries every interval.
+func sweeper(ctx context.Context, srv *server.Server, every time.Duration) daemon.Actor {
+	sctx, cancel := context.WithCancel(ctx)
+	return daemon.Actor{
+		Execute: func() error {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return nil
+				case <-t.C:
+					srv.Sweep(sctx)
+				}
+			}
+		},
+		Interrupt: func(error) { cancel() },
+	}
+}
+
+// logStartup writes what secretd loaded, once.
+func logStartup(log *slog.Logger, stored, imported int, unused []string) {
+	log.Info("secretd.credentials_loaded", slog.Int("stored", stored), slog.Int("systemd", imported))
+	if len(unused) > 0 {
+		log.Warn("secretd.credentials_unused", slog.Any("files", unused),
+			slog.String("hint", "files in $CREDENTIALS_DIRECTORY that hostkit-credentials.json does not name are ignored"))
+	}
 }

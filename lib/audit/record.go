@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"strings"
 	"time"
 
 	"hostkit.dev/lib/wire"
@@ -40,7 +39,7 @@ const (
 )
 
 // ZeroPrev is the prev of the first record of a fresh chain: 64 zeros.
-var ZeroPrev = strings.Repeat("0", 64)
+const ZeroPrev = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // Actor identifies the peer on whose behalf a record is written.
 type Actor struct {

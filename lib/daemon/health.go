@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"hostkit.dev/lib/rpc"
@@ -11,18 +12,21 @@ import (
 const OpHealth = "health"
 
 // Health builds the `health` op: {status: "ok", version, uptime_ms, epoch}
-// plus the fields extra returns (nil: none). Any role of the daemon may call
-// it (DESIGN.md's role table).
+// plus the fields extra returns (nil: none; its map is copied, never
+// modified, and the common fields win over its keys). The request body must
+// be empty: any field is request.unknown_field. Any role of the daemon may
+// call it (DESIGN.md's role table).
 func Health(epoch string, started time.Time, extra func(context.Context) map[string]any) rpc.Op {
 	return rpc.Op{
 		Name: OpHealth,
-		Handler: func(ctx context.Context, _ *rpc.Call) (any, error) {
-			var body map[string]any
-			if extra != nil {
-				body = extra(ctx)
+		Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
+			var req struct{}
+			if err := call.Decode(&req); err != nil {
+				return nil, err
 			}
-			if body == nil {
-				body = map[string]any{}
+			body := map[string]any{}
+			if extra != nil {
+				maps.Copy(body, extra(ctx))
 			}
 			body["status"] = "ok"
 			body["version"] = Version

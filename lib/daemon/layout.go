@@ -120,14 +120,22 @@ func (l Layout) ConfigFile(binary string) string {
 
 // EnsurePublic creates the run and public directories with mode 0755 (set
 // explicitly, whatever the umask), so agents can read the CA bundle and
-// reach the directory tree (DESIGN.md, "Agents and isolation").
+// reach the directory tree (DESIGN.md, "Agents and isolation"). The run
+// directory's parent (the -root directory) is made 0755 too when
+// EnsurePublic creates it; an existing one (/run, $XDG_RUNTIME_DIR) keeps
+// its mode.
 func (l Layout) EnsurePublic() error {
-	for _, d := range []string{filepath.Dir(l.Run), l.Run, l.Public} {
+	parent := filepath.Dir(l.Run)
+	chmod := []string{l.Run, l.Public}
+	if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
+		chmod = append([]string{parent}, chmod...)
+	}
+	for _, d := range []string{parent, l.Run, l.Public} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	for _, d := range []string{l.Run, l.Public} {
+	for _, d := range chmod {
 		if err := os.Chmod(d, 0o755); err != nil {
 			return err
 		}

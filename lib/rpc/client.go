@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -26,8 +27,9 @@ type Client struct {
 	maxFrame int
 	mu       sync.Mutex
 	conn     *net.UnixConn
+	br       *bufio.Reader // reads conn
 	lastUse  time.Time
-	buf      []byte
+	buf      []byte // the request frame being sent
 }
 
 // reuseWindow is how long an idle connection is reused; it is well under
@@ -101,7 +103,7 @@ func (c *Client) OpenStream(ctx context.Context, op string, req, resp any) (*Str
 		}
 	}
 	conn.SetDeadline(time.Time{})
-	return newStream(conn, c.maxFrame), nil
+	return newStream(conn, sc.br, c.maxFrame), nil
 }
 
 func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption) (*net.UnixConn, *wire.Request, error) {
@@ -124,7 +126,11 @@ func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption
 	for _, o := range opts {
 		o(r)
 	}
-	c.buf = wire.AppendRequest(c.buf[:0], r)
+	frame, err := finishFrame(wire.AppendRequest(beginFrame(c.buf), r), c.maxFrame)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { c.buf = keepBuf(frame) }()
 	if c.conn != nil && time.Since(c.lastUse) > reuseWindow {
 		c.drop()
 	}
@@ -137,16 +143,21 @@ func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption
 				return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Msg: "daemon socket is not reachable: " + c.path, Retry: wire.RetrySafe, Err: err}
 			}
 			c.conn = conn
+			if c.br == nil {
+				c.br = bufio.NewReaderSize(conn, connBufSize)
+			} else {
+				c.br.Reset(conn)
+			}
 			attempt = 1 // a fresh connection gets no second try
 		}
 		c.conn.SetDeadline(deadline)
-		if err = wire.WriteFrame(c.conn, c.buf, c.maxFrame); err == nil {
+		if _, err = c.conn.Write(frame); err == nil {
 			return c.conn, r, nil
 		}
 		if fresh {
 			// A server that refuses a connection (server.busy) answers
 			// and closes before reading: report its answer, not EPIPE.
-			if rerr := refusal(c.conn); rerr != nil {
+			if rerr := refusal(c.conn, c.br); rerr != nil {
 				c.drop()
 				return nil, nil, rerr
 			}
@@ -158,9 +169,9 @@ func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption
 
 // refusal returns the error of a refusal answer (an error with an empty id)
 // already waiting on conn, or nil.
-func refusal(conn *net.UnixConn) error {
+func refusal(conn *net.UnixConn, br *bufio.Reader) error {
 	conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	p, err := wire.ReadFrame(conn, 0)
+	p, err := readFrame(br, 0)
 	if err != nil {
 		return nil
 	}
@@ -172,9 +183,11 @@ func refusal(conn *net.UnixConn) error {
 }
 
 func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Request) (*wire.Response, error) {
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	payload, err := wire.ReadFrame(conn, c.maxFrame)
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	payload, err := readFrame(c.br, c.maxFrame)
 	if err != nil {
 		c.drop()
 		if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -50,33 +51,56 @@ func (c *Call) Decode(v any) error {
 // for a request, so shutdown can end it. Handlers run under hctx, which
 // outlives ctx by the shutdown grace; streams run under ctx.
 func (s *Server) serveConn(ctx, hctx context.Context, c *sock.Conn, idle *atomic.Bool) {
-	log := s.cfg.Logger.With(slog.String("daemon", s.cfg.Daemon), slog.Uint64("peer_uid", uint64(c.Peer.UID)), slog.Int64("peer_pid", int64(c.Peer.PID)))
+	sc := &srvConn{Conn: c, s: s, br: bufio.NewReaderSize(c, connBufSize), idle: idle}
 	for !s.closing.Load() {
-		payload, err := s.readFrame(c, idle)
+		payload, err := s.readFrame(sc)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			code := wire.CodeOf(err)
 			if code == wire.CodeInternal { // a timeout or a broken connection
-				log.Info("rpc.conn_closed", slog.String("reason", "read: "+classifyNetErr(err)))
+				sc.log().Info("rpc.conn_closed", slog.String("reason", "read: "+classifyNetErr(err)))
 				return
 			}
-			s.protocolError(ctx, c, log, nil, "", err)
+			s.protocolError(ctx, sc, nil, "", err)
 			return // frame-level errors end the connection
 		}
 		req, err := wire.DecodeRequest(payload, s.cfg.Limits)
 		if err != nil {
-			s.protocolError(ctx, c, log, req.ID, req.Corr, err)
+			s.protocolError(ctx, sc, req.ID, req.Corr, err)
 			if wire.CodeOf(err) == wire.CodeFrameMalformed {
 				return
 			}
 			continue
 		}
-		if !s.handle(ctx, hctx, c, log, req) {
+		if !s.handle(ctx, hctx, sc, req) {
 			return
 		}
 	}
+}
+
+// connBufSize is the read buffer of each connection: a typical request
+// arrives whole in one read(2).
+const connBufSize = 4096
+
+// srvConn is one served connection with its read buffer, a reusable write
+// buffer and a logger made on first use.
+type srvConn struct {
+	*sock.Conn
+	s    *Server
+	br   *bufio.Reader
+	wbuf []byte
+	idle *atomic.Bool // set while waiting for a request
+	lg   *slog.Logger
+}
+
+// log returns the connection's logger, with the daemon and peer fields.
+func (sc *srvConn) log() *slog.Logger {
+	if sc.lg == nil {
+		sc.lg = sc.s.cfg.Logger.With(slog.String("daemon", sc.s.cfg.Daemon), slog.Uint64("peer_uid", uint64(sc.Peer.UID)), slog.Int64("peer_pid", int64(sc.Peer.PID)))
+	}
+	return sc.lg
 }
 
 func classifyNetErr(err error) string {
@@ -90,43 +114,27 @@ func classifyNetErr(err error) string {
 // readFrame reads one frame: the first byte may take IdleTimeout, the rest
 // of the frame must arrive within ReadTimeout, so a client that trickles one
 // byte a second is cut off.
-func (s *Server) readFrame(c *sock.Conn, idle *atomic.Bool) ([]byte, error) {
-	idle.Store(true)
-	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.IdleTimeout))
-	if s.closing.Load() { // shutdown began before the deadline above was set
-		return nil, net.ErrClosed
+func (s *Server) readFrame(sc *srvConn) ([]byte, error) {
+	if sc.br.Buffered() == 0 {
+		sc.idle.Store(true)
+		sc.SetReadDeadline(s.cfg.Now().Add(s.cfg.IdleTimeout))
+		if s.closing.Load() { // shutdown began before the deadline above was set
+			return nil, net.ErrClosed
+		}
+		_, err := sc.br.Peek(1)
+		sc.idle.Store(false)
+		if err != nil {
+			return nil, err
+		}
 	}
-	var first [1]byte
-	_, err := io.ReadFull(c, first[:])
-	idle.Store(false)
-	if err != nil {
-		return nil, err
-	}
-	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
-	p, err := wire.ReadFrame(io.MultiReader(bytesReader(first[:]), c), s.cfg.MaxFrame)
-	if errors.Is(err, io.EOF) {
-		err = wire.Wrap(wire.CodeFrameTruncated, "frame header truncated", err)
-	}
-	return p, err
+	sc.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	return readFrame(sc.br, s.cfg.MaxFrame)
 }
-
-type byteSliceReader struct{ b []byte }
-
-func (r *byteSliceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
-
-func bytesReader(b []byte) io.Reader { return &byteSliceReader{b: b} }
 
 // protocolError answers once with the error, logs it once and audits it.
 // A request whose corr is invalid is audited without it, and an unknown
 // field is not named: both are the caller's input.
-func (s *Server) protocolError(ctx context.Context, c *sock.Conn, log *slog.Logger, id []byte, corr string, err error) {
+func (s *Server) protocolError(ctx context.Context, c *srvConn, id []byte, corr string, err error) {
 	we := wire.AsError(err)
 	if !validCorr(corr) {
 		corr = ""
@@ -134,7 +142,7 @@ func (s *Server) protocolError(ctx context.Context, c *sock.Conn, log *slog.Logg
 	if we.Code == wire.CodeRequestUnknownField {
 		we.Msg = "request envelope has an unknown field"
 	}
-	log.Warn("rpc.protocol_error", slog.String("code", we.Code), slog.String("msg", we.Msg))
+	c.log().Warn("rpc.protocol_error", slog.String("code", we.Code), slog.String("msg", we.Msg))
 	if s.cfg.Audit != nil {
 		s.cfg.Audit(ctx, Event{Peer: c.Peer, Outcome: "error", Code: we.Code, Corr: corr})
 	}
@@ -171,15 +179,22 @@ func errBody(e *wire.Error) *wire.ErrorBody {
 	return &wire.ErrorBody{Code: e.Code, Msg: e.Msg, Retry: r}
 }
 
-func (s *Server) writeResponse(c net.Conn, r *wire.Response) error {
+// writeResponse writes r as one frame with a single write, in c's reusable
+// buffer.
+func (s *Server) writeResponse(c *srvConn, r *wire.Response) error {
 	c.SetWriteDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
-	payload := wire.AppendResponse(make([]byte, 0, 64+len(r.Body)), r)
-	return wire.WriteFrame(c, payload, s.cfg.MaxFrame)
+	frame, err := finishFrame(wire.AppendResponse(beginFrame(c.wbuf), r), s.cfg.MaxFrame)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(frame)
+	c.wbuf = keepBuf(frame)
+	return err
 }
 
 // handle runs one decoded request; it reports whether the connection may
 // carry another request.
-func (s *Server) handle(ctx, hctx context.Context, c *sock.Conn, log *slog.Logger, req *wire.Request) bool {
+func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request) bool {
 	op, call, err := s.admit(c, req)
 	if err != nil {
 		we := wire.AsError(err)
@@ -193,7 +208,7 @@ func (s *Server) handle(ctx, hctx context.Context, c *sock.Conn, log *slog.Logge
 		if _, known := s.ops[req.Op]; known {
 			opName = req.Op
 		}
-		log.Warn("rpc.refused", slog.String("op", opName), slog.String("code", we.Code), slog.String("corr", req.Corr))
+		c.log().Warn("rpc.refused", slog.String("op", opName), slog.String("code", we.Code), slog.String("corr", req.Corr))
 		if s.cfg.Audit != nil {
 			s.cfg.Audit(ctx, Event{Op: opName, Peer: c.Peer, Outcome: outcome, Code: we.Code, Corr: req.Corr})
 		}
@@ -201,25 +216,32 @@ func (s *Server) handle(ctx, hctx context.Context, c *sock.Conn, log *slog.Logge
 	}
 	rctx, cancel := context.WithDeadline(WithCorr(hctx, req.Corr), call.Deadline)
 	defer cancel()
-	body, werr := s.run(rctx, log, op, call)
+	body, werr := s.run(rctx, c, op, call)
 	resp := &wire.Response{ID: req.ID, OK: werr == nil, Body: body}
 	if werr != nil {
 		resp.Err = errBody(werr)
 	}
 	if err := s.writeResponse(c, resp); err != nil {
-		log.Info("rpc.conn_closed", slog.String("reason", "write: "+classifyNetErr(err)), slog.String("op", op.Name))
+		c.log().Info("rpc.conn_closed", slog.String("reason", "write: "+classifyNetErr(err)), slog.String("op", op.Name))
 		return false
 	}
 	if op.Stream == nil || werr != nil {
 		return true
 	}
 	c.SetDeadline(time.Time{})
-	st := newStream(c, s.cfg.MaxFrame)
+	st := newStream(c.Conn, c.br, s.cfg.MaxFrame)
 	sctx, scancel := context.WithCancel(WithCorr(ctx, req.Corr))
 	defer scancel()
+	// When the server stops, a StreamFunc blocked in Recv is woken: its
+	// read fails at once, and it may still Send a last frame.
+	stopRead := context.AfterFunc(sctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
+	defer stopRead()
 	if err := op.Stream(sctx, call, st); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 		we := wire.AsError(err)
-		log.Info("rpc.stream_end", slog.String("op", op.Name), slog.String("code", we.Code))
+		if sctx.Err() != nil && we.Code == wire.CodeInternal {
+			we = &wire.Error{Code: wire.CodeServerShuttingDown, Msg: "server stopped the stream", Retry: wire.RetryAfterObserve}
+		}
+		c.log().Info("rpc.stream_end", slog.String("op", op.Name), slog.String("code", we.Code))
 		_ = st.Send(&wire.StreamFrame{T: wire.StreamError, Code: we.Code, Msg: we.Msg})
 	}
 	return false
@@ -229,7 +251,7 @@ func (s *Server) handle(ctx, hctx context.Context, c *sock.Conn, log *slog.Logge
 // this order: peer holds a role here, op known, peer holds the op's role,
 // deadline in (now, now+MaxDeadline], id not replayed, idempotency key
 // present when required.
-func (s *Server) admit(c *sock.Conn, req *wire.Request) (*Op, *Call, error) {
+func (s *Server) admit(c *srvConn, req *wire.Request) (*Op, *Call, error) {
 	if !s.cfg.Roles.Any(c.Peer.UID) {
 		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
 	}
@@ -265,9 +287,9 @@ func (s *Server) admit(c *sock.Conn, req *wire.Request) (*Op, *Call, error) {
 
 // run calls the handler, through the idempotency store when the request
 // carries a key, and encodes its answer.
-func (s *Server) run(ctx context.Context, log *slog.Logger, op *Op, call *Call) ([]byte, *wire.Error) {
+func (s *Server) run(ctx context.Context, c *srvConn, op *Op, call *Call) ([]byte, *wire.Error) {
 	if call.Idem == "" || op.Stream != nil {
-		return s.invoke(ctx, log, op, call)
+		return s.invoke(ctx, c, op, call)
 	}
 	k := idemKey{uid: call.Peer.UID, op: op.Name, key: call.Idem}
 	e, first, err := s.idem.begin(k, call.Body, s.cfg.Now())
@@ -277,15 +299,15 @@ func (s *Server) run(ctx context.Context, log *slog.Logger, op *Op, call *Call) 
 	if !first {
 		return e.wait(ctx)
 	}
-	body, werr := s.invoke(ctx, log, op, call)
+	body, werr := s.invoke(ctx, c, op, call)
 	s.idem.finish(k, e, body, werr)
 	return body, werr
 }
 
-func (s *Server) invoke(ctx context.Context, log *slog.Logger, op *Op, call *Call) (body []byte, werr *wire.Error) {
+func (s *Server) invoke(ctx context.Context, c *srvConn, op *Op, call *Call) (body []byte, werr *wire.Error) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.Error("rpc.handler_panic", slog.String("op", op.Name), slog.String("panic", fmt.Sprint(r)))
+			c.log().Error("rpc.handler_panic", slog.String("op", op.Name), slog.String("panic", fmt.Sprint(r)))
 			body, werr = nil, wire.AsError(fmt.Errorf("panic in %s", op.Name))
 		}
 	}()
@@ -300,13 +322,13 @@ func (s *Server) invoke(ctx context.Context, log *slog.Logger, op *Op, call *Cal
 		}
 		we := wire.AsError(err)
 		if we.Code == wire.CodeInternal {
-			log.Error("rpc.handler_error", slog.String("op", op.Name), slog.String("corr", call.Corr), slog.Any("err", err))
+			c.log().Error("rpc.handler_error", slog.String("op", op.Name), slog.String("corr", call.Corr), slog.Any("err", err))
 		}
 		return nil, we
 	}
 	b, err := wire.Marshal(v)
 	if err != nil {
-		log.Error("rpc.encode_error", slog.String("op", op.Name), slog.Any("err", err))
+		c.log().Error("rpc.encode_error", slog.String("op", op.Name), slog.Any("err", err))
 		return nil, wire.AsError(err)
 	}
 	return b, nil

@@ -159,6 +159,7 @@ func TestFrameErrors(t *testing.T) {
 		{"length far over the limit", hdr(0xffffffff), false, wire.CodeFrameTooLarge, false},
 		{"truncated payload", append(hdr(100), bytes.Repeat([]byte{0x80}, 10)...), true, wire.CodeFrameTruncated, false},
 		{"truncated header", []byte{0, 0}, true, wire.CodeFrameTruncated, false},
+		{"header without payload", hdr(10), true, wire.CodeFrameTruncated, false},
 		{"not msgpack", append(hdr(3), 0xc1, 0xc1, 0xc1), false, wire.CodeFrameMalformed, false},
 		{"not a map", wire.AppendFrame(nil, wire.AppendStr(nil, "hello")), false, wire.CodeFrameMalformed, false},
 		{"trailing bytes", wire.AppendFrame(nil, append(wire.AppendRequest(nil, req("health")), 0x01)), false, wire.CodeFrameMalformed, true},

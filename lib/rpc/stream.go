@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"net"
 	"sync"
 
@@ -12,11 +13,15 @@ import (
 // called from one goroutine.
 type Stream struct {
 	conn net.Conn
+	br   *bufio.Reader // reads c, holding what arrived with the accepting frame
 	max  int
 	wmu  sync.Mutex
+	wbuf []byte // guarded by wmu
 }
 
-func newStream(c net.Conn, max int) *Stream { return &Stream{conn: c, max: max} }
+func newStream(c net.Conn, br *bufio.Reader, max int) *Stream {
+	return &Stream{conn: c, br: br, max: max}
+}
 
 // Send writes one frame. Errors come from the connection (closed, write
 // deadline) or from encoding.
@@ -27,13 +32,19 @@ func (st *Stream) Send(f *wire.StreamFrame) error {
 	}
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
-	return wire.WriteFrame(st.conn, payload, st.max)
+	frame, err := finishFrame(append(beginFrame(st.wbuf), payload...), st.max)
+	if err != nil {
+		return err
+	}
+	_, err = st.conn.Write(frame)
+	st.wbuf = keepBuf(frame)
+	return err
 }
 
 // Recv reads one frame. io.EOF when the peer closed; frame.* and
 // request.unknown_field codes for bad frames.
 func (st *Stream) Recv() (*wire.StreamFrame, error) {
-	p, err := wire.ReadFrame(st.conn, st.max)
+	p, err := readFrame(st.br, st.max)
 	if err != nil {
 		return nil, err
 	}

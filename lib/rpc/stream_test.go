@@ -67,3 +67,25 @@ func TestStream(t *testing.T) {
 		asWire(t, err, wire.CodePeerDenied)
 	})
 }
+
+// TestStreamEndsAtShutdown: a stream whose StreamFunc waits in Recv ends
+// promptly with server.shutting_down when the server stops.
+func TestStreamEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	h := start(t, options{})
+	st, err := h.client.OpenStream(t.Context(), "test.stream", nil, nil)
+	is.NoErr(err)
+	defer st.Close()
+	st.Conn().SetDeadline(time.Now().Add(5 * time.Second))
+	is.NoErr(st.Send(&wire.StreamFrame{T: wire.StreamData, B: []byte("x")}))
+	_, err = st.Recv()
+	is.NoErr(err)
+	begin := time.Now()
+	h.stop(t)
+	is.True(time.Since(begin) < time.Second)
+	f, err := st.Recv()
+	is.NoErr(err)
+	is.Equal(f.T, wire.StreamError)
+	is.Equal(f.Code, wire.CodeServerShuttingDown)
+}

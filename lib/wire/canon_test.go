@@ -291,6 +291,8 @@ func m(kv ...any) []byte {
 		switch v := kv[i+1].(type) {
 		case int:
 			b = AppendInt(b, int64(v))
+		case int64:
+			b = AppendInt(b, v)
 		case string:
 			b = AppendStr(b, v)
 		case []byte:

@@ -243,7 +243,7 @@ func TestUnmarshal(t *testing.T) {
 		{name: "overflow into uint8", in: m("in", m("count", 256)), strict: true, code: CodeFrameMalformed, path: "body.in.count"},
 		{name: "uint8 at its max", in: m("in", m("count", 255)), strict: true, want: testBody{In: testInner{Count: 255}}},
 		{name: "uint64 over int64 into int64", in: m("delta", AppendUint(nil, 1<<63)), strict: true, code: CodeFrameMalformed, path: "body.delta"},
-		{name: "int64 min", in: m("delta", math.MinInt64), strict: true, want: testBody{Delta: math.MinInt64}},
+		{name: "int64 min", in: m("delta", int64(math.MinInt64)), strict: true, want: testBody{Delta: math.MinInt64}},
 		{name: "array where map expected", in: m("in", arr()), strict: true, code: CodeFrameMalformed, path: "body.in"},
 		{name: "array where a map field expected", in: m("env", arr(str("a"))), strict: true, code: CodeFrameMalformed, path: "body.env"},
 		{name: "map where array expected", in: m("list", m()), strict: true, code: CodeFrameMalformed, path: "body.list"},

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // cursor reads values from a payload that Validate has already accepted, so
 // it trusts lengths and forms; it still checks types, because a canonical
@@ -147,7 +150,7 @@ func (c *cursor) bool() (bool, bool) {
 // skip moves past one value and returns its encoded bytes.
 func (c *cursor) skip() []byte {
 	start := c.off
-	v := validator{b: c.b, off: c.off, lim: Limits{MaxDepth: 1 << 30, MaxElements: 1 << 62}}
+	v := validator{b: c.b, off: c.off, lim: Limits{MaxDepth: 1 << 30, MaxElements: math.MaxInt}}
 	_ = v.value(1) // already validated
 	c.off = v.off
 	return c.b[start:c.off]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 )
 
 // DefaultMaxFrame is the largest payload accepted by default: 8 MiB
@@ -71,7 +72,7 @@ func AppendFrame(dst, payload []byte) []byte {
 // refuses an empty payload (frame.empty) and one over max (frame.too_large;
 // max <= 0 means DefaultMaxFrame).
 func WriteFrame(w io.Writer, payload []byte, max int) error {
-	if err := CheckLength(uint32(min(len(payload), 1<<32-1)), max); err != nil {
+	if err := CheckLength(uint32(min(uint64(len(payload)), math.MaxUint32)), max); err != nil {
 		return err
 	}
 	buf := make([]byte, 0, 4+len(payload))

@@ -23,12 +23,15 @@ func Conform(body []byte, v any, strict bool) error {
 		return Errorf(CodeInternal, "Conform needs a pointer")
 	}
 	c := conformer{cur: cursor{b: body}, strict: strict}
-	return c.value(t.Elem(), "body")
+	c.stack = c.buf[:0]
+	return c.value(t.Elem())
 }
 
 type conformer struct {
 	cur    cursor
 	strict bool
+	stack  []pathSeg
+	buf    [8]pathSeg
 }
 
 var (
@@ -37,11 +40,35 @@ var (
 	unmarshalType = reflect.TypeOf((*msgpack.Unmarshaler)(nil)).Elem()
 )
 
-func (c *conformer) bad(path, want string) error {
-	return Errorf(CodeFrameMalformed, "field %s must be %s", path, want)
+// pathSeg is one step of the field path being checked: a map key or
+// struct field name, or (key nil) an array index. The conformer keeps the
+// path on a stack and renders it only when an error names it, so a body
+// that conforms costs no string building.
+type pathSeg struct {
+	key []byte
+	idx int
 }
 
-func (c *conformer) value(t reflect.Type, path string) error {
+func (c *conformer) path() string {
+	s := "body"
+	for _, p := range c.stack {
+		if p.key == nil {
+			s += "[" + strconv.Itoa(p.idx) + "]"
+		} else {
+			s += "." + truncate(string(p.key), 64)
+		}
+	}
+	return s
+}
+
+func (c *conformer) push(key []byte, idx int) { c.stack = append(c.stack, pathSeg{key: key, idx: idx}) }
+func (c *conformer) pop()                     { c.stack = c.stack[:len(c.stack)-1] }
+
+func (c *conformer) bad(want string) error {
+	return Errorf(CodeFrameMalformed, "field %s must be %s", c.path(), want)
+}
+
+func (c *conformer) value(t reflect.Type) error {
 	if t == rawType || t.Kind() == reflect.Interface ||
 		reflect.PointerTo(t).Implements(customDecType) || reflect.PointerTo(t).Implements(unmarshalType) {
 		c.cur.skip()
@@ -49,40 +76,42 @@ func (c *conformer) value(t reflect.Type, path string) error {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return c.value(t.Elem(), path)
+		return c.value(t.Elem())
 	case reflect.String:
 		if _, ok := c.cur.strBytes(); !ok {
-			return c.bad(path, "a str")
+			return c.bad("a str")
 		}
 	case reflect.Bool:
 		if _, ok := c.cur.bool(); !ok {
-			return c.bad(path, "a bool")
+			return c.bad("a bool")
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		i, ok := c.cur.int()
 		if !ok || reflect.Zero(t).OverflowInt(i) {
-			return c.bad(path, "an integer in range")
+			return c.bad("an integer in range")
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		u, ok := c.cur.uint()
 		if !ok || reflect.Zero(t).OverflowUint(u) {
-			return c.bad(path, "a non-negative integer in range")
+			return c.bad("a non-negative integer in range")
 		}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
 			if _, ok := c.cur.binBytes(); !ok {
-				return c.bad(path, "bin")
+				return c.bad("bin")
 			}
 			return nil
 		}
 		n, ok := c.arrayLen()
 		if !ok {
-			return c.bad(path, "an array")
+			return c.bad("an array")
 		}
 		for i := 0; i < n; i++ {
-			if err := c.value(t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			c.push(nil, i)
+			if err := c.value(t.Elem()); err != nil {
 				return err
 			}
+			c.pop()
 		}
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String {
@@ -90,26 +119,28 @@ func (c *conformer) value(t reflect.Type, path string) error {
 		}
 		n, ok := c.cur.mapLen()
 		if !ok {
-			return c.bad(path, "a map")
+			return c.bad("a map")
 		}
 		for i := 0; i < n; i++ {
 			k, _ := c.cur.strBytes()
-			if err := c.value(t.Elem(), path+"."+string(k)); err != nil {
+			c.push(k, 0)
+			if err := c.value(t.Elem()); err != nil {
 				return err
 			}
+			c.pop()
 		}
 	case reflect.Struct:
-		return c.structValue(t, path)
+		return c.structValue(t)
 	default:
-		return c.bad(path, "a supported kind (no floats)")
+		return c.bad("a supported kind (no floats)")
 	}
 	return nil
 }
 
-func (c *conformer) structValue(t reflect.Type, path string) error {
+func (c *conformer) structValue(t reflect.Type) error {
 	n, ok := c.cur.mapLen()
 	if !ok {
-		return c.bad(path, "a map")
+		return c.bad("a map")
 	}
 	fields := fieldsOf(t)
 	for i := 0; i < n; i++ {
@@ -117,14 +148,17 @@ func (c *conformer) structValue(t reflect.Type, path string) error {
 		idx, known := fields.byName[string(k)]
 		if !known {
 			if c.strict {
-				return Errorf(CodeRequestUnknownField, "unknown field %s.%s", path, truncate(string(k), 64))
+				c.push(k, 0)
+				return Errorf(CodeRequestUnknownField, "unknown field %s", c.path())
 			}
 			c.cur.skip()
 			continue
 		}
-		if err := c.value(t.Field(idx).Type, path+"."+string(k)); err != nil {
+		c.push(k, 0)
+		if err := c.value(t.Field(idx).Type); err != nil {
 			return err
 		}
+		c.pop()
 	}
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 
 // parseURL parses an absolute "scheme://authority[path][?query]" strictly:
 // scheme http or https (any case), no userinfo, no fragment, no backslash,
-// no whitespace, control or non-ASCII bytes, only valid percent escapes,
+// no whitespace or control bytes, no non-ASCII byte outside the host (an
+// IDNA name), only valid percent escapes,
 // and the authority through netguard.SplitHostPort (canonical host, ports
 // 1-65535, no zones, no numeric look-alikes).
 func parseURL(s string) (*Record, error) {
@@ -18,8 +19,8 @@ func parseURL(s string) (*Record, error) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c <= ' ' || c >= 0x7f:
-			return nil, bad("holds whitespace, a control or a non-ASCII byte")
+		case c <= ' ' || c == 0x7f:
+			return nil, bad("holds whitespace or a control byte")
 		case c == '\\':
 			return nil, bad("holds a backslash")
 		case c == '#':
@@ -54,6 +55,11 @@ func parseURL(s string) (*Record, error) {
 	}
 	if port == 0 {
 		port = netguard.DefaultPort(scheme)
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] >= 0x80 {
+			return nil, bad("path or query holds a non-ASCII byte")
+		}
 	}
 	path, query := rest, ""
 	if q := strings.IndexByte(rest, '?'); q >= 0 {

@@ -1,7 +1,9 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,7 @@ type Reuse struct {
 	Index      int
 	MAC        MAC
 	Stager     sock.Peer // who staged the original lease
+	Consumer   sock.Peer // who consumed it
 	ConsumedAt time.Time
 	First      bool // the first reuse of this handle: audit it in full
 }
@@ -110,7 +113,7 @@ func (t *Table) Consume(invocation string, handles [][]byte, consumer sock.Peer)
 		}
 		mac := r.MACs[i]
 		if tb, ok := t.tombs[mac]; ok {
-			r.Reuses = append(r.Reuses, Reuse{Index: i, MAC: mac, Stager: tb.stager, ConsumedAt: tb.consumedAt, First: !tb.reported})
+			r.Reuses = append(r.Reuses, Reuse{Index: i, MAC: mac, Stager: tb.stager, Consumer: tb.consumer, ConsumedAt: tb.consumedAt, First: !tb.reported})
 			tb.reported = true
 			r.Failures = append(r.Failures, Failure{Index: i, Code: secretdapi.CodeLeaseConsumed, MAC: mac})
 			continue
@@ -135,7 +138,7 @@ func (t *Table) Consume(invocation string, handles [][]byte, consumer sock.Peer)
 	r.Leases = make([]Consumed, len(handles))
 	for i, e := range entries {
 		delete(t.leases, e.mac)
-		t.tombs[e.mac] = &tomb{stager: e.spec.Stager, consumedAt: now, expires: e.expires}
+		t.tombs[e.mac] = &tomb{stager: e.spec.Stager, consumer: consumer, consumedAt: now, expires: e.expires}
 		r.Leases[i] = Consumed{Spec: e.spec, Handle: handles[i], Placeholder: e.ph, Value: e.value, MAC: e.mac}
 		e.value = nil
 	}
@@ -164,11 +167,7 @@ func (t *Table) makeRoom(n int, now time.Time) {
 }
 
 func sortFailures(fs []Failure) {
-	for i := 1; i < len(fs); i++ {
-		for j := i; j > 0 && fs[j].Index < fs[j-1].Index; j-- {
-			fs[j], fs[j-1] = fs[j-1], fs[j]
-		}
-	}
+	slices.SortStableFunc(fs, func(a, b Failure) int { return cmp.Compare(a.Index, b.Index) })
 }
 
 // handleErr builds the error of a single-handle op (index < 0) or of one

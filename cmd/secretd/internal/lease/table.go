@@ -47,6 +47,7 @@ type entry struct {
 // a reuse is lease.consumed (and audited once, naming the stager).
 type tomb struct {
 	stager     sock.Peer
+	consumer   sock.Peer
 	consumedAt time.Time
 	expires    time.Time
 	reported   bool

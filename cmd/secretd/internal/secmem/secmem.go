@@ -21,10 +21,11 @@ type Allocator struct {
 	degraded atomic.Bool
 	live     atomic.Int64
 	locked   atomic.Int64
+	lock     func([]byte) error // mlock(2); replaced in tests
 }
 
 // New returns an Allocator that logs its one degradation warning to log.
-func New(log *slog.Logger) *Allocator { return &Allocator{log: log} }
+func New(log *slog.Logger) *Allocator { return &Allocator{log: log, lock: lockMem} }
 
 // Buf is one secret value in a private mapping. Its zero value is empty.
 // A Buf is not safe for concurrent use; its owner (a lease or a credential)
@@ -50,7 +51,7 @@ func (a *Allocator) Copy(src []byte) (*Buf, error) {
 	}
 	b.mem = mem
 	copy(mem, src)
-	if err := lockMem(mem); err != nil {
+	if err := a.lock(mem); err != nil {
 		a.degrade(err)
 	} else {
 		b.locked = true

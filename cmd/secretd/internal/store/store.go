@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"hostkit.dev/cmd/secretd/internal/credential"
 	"hostkit.dev/cmd/secretd/internal/secmem"
@@ -53,7 +54,8 @@ type Store struct {
 
 // Open makes dir (and its parent, the daemon's state directory) a private
 // 0700 directory owned by this user, or verifies that it is one, and
-// removes leftover temporary files. A symlink, a foreign owner or a wider
+// removes temporary files older than a minute (left by a crash; a younger
+// one may belong to another secretd about to fail its socket lock). A symlink, a foreign owner or a wider
 // mode is an error: secretd refuses to start.
 func Open(dir string) (*Store, error) {
 	for _, d := range []string{filepath.Dir(dir), dir} {
@@ -66,7 +68,10 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
+		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

@@ -1,0 +1,88 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+
+	"hostkit.dev/cmd/egressd/internal/inject"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/redact"
+	"hostkit.dev/lib/wire"
+)
+
+var placeholderRE = regexp.MustCompile(`^hkp_[a-z2-7]{32}$`)
+
+// consume calls lease.consume and turns the answer into credentials. Any
+// answer that does not describe exactly the handles given, in order, with
+// canonical destinations, parseable targets, valid templates and values,
+// is refused whole: every value received is zeroed.
+func (r *Registry) consume(ctx context.Context, invocation string, handles [][]byte) ([]*Credential, error) {
+	if len(handles) == 0 {
+		return nil, nil
+	}
+	if r.consumer == nil {
+		return nil, wire.Errorf(egressdapi.CodeBundleConsumeFailed, "no secretd is configured")
+	}
+	resp, err := r.consumer.LeaseConsume(ctx, invocation, handles)
+	if err != nil {
+		we := wire.AsError(err)
+		return nil, &wire.Error{Code: egressdapi.CodeBundleConsumeFailed, Msg: "secretd: " + we.Error(), Retry: wire.RetryNever, Err: err}
+	}
+	creds := make([]*Credential, 0, len(resp.Leases))
+	fail := func(msg string) ([]*Credential, error) {
+		zeroCreds(creds)
+		for i := range resp.Leases {
+			clear(resp.Leases[i].Value)
+		}
+		return nil, wire.Errorf(egressdapi.CodeBundleConsumeFailed, "secretd's answer is unusable: %s", msg)
+	}
+	if len(resp.Leases) != len(handles) {
+		return fail("wrong number of leases")
+	}
+	for i := range resp.Leases {
+		l := &resp.Leases[i]
+		c, msg := credential(l, handles[i])
+		if c == nil {
+			return fail(msg)
+		}
+		creds = append(creds, c)
+		clear(l.Value)
+	}
+	return creds, nil
+}
+
+// credential checks one lease and copies its value into a Secret; it
+// returns a reason when the lease is unusable.
+func credential(l *secretdapi.Lease, handle []byte) (*Credential, string) {
+	if !bytes.Equal(l.Handle, handle) {
+		return nil, "leases are not in the order of the handles"
+	}
+	dest, err := netguard.ParseOrigin(l.Destination)
+	if err != nil || dest.String() != l.Destination {
+		return nil, "a destination is not a canonical origin"
+	}
+	tgt, err := inject.ParseTarget(l.Target)
+	if err != nil {
+		return nil, "a target does not parse"
+	}
+	if tgt.Kind == inject.KindHeader {
+		if _, err := inject.Render(l.Template, []byte("x")); err != nil {
+			return nil, "a header template is invalid"
+		}
+	} else if l.Template != "" || l.Overwrite {
+		return nil, "a template or overwrite on a non-header target"
+	}
+	if len(l.Value) == 0 || len(l.Value) > secretdapi.MaxValueLen {
+		return nil, "a value is empty or too long"
+	}
+	if !placeholderRE.MatchString(l.Placeholder) {
+		return nil, "a placeholder is malformed"
+	}
+	return &Credential{
+		Name: l.Credential, Destination: dest, Target: tgt, Template: l.Template,
+		Overwrite: l.Overwrite, Placeholder: l.Placeholder, value: redact.NewSecret(l.Value),
+	}, ""
+}

@@ -1,0 +1,189 @@
+package bundle
+
+import (
+	"context"
+	"crypto/sha256"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+
+	"hostkit.dev/cmd/egressd/internal/policy"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/redact"
+	"hostkit.dev/lib/wire"
+)
+
+// Consumer consumes leases at secretd (secretdapi.Client in production).
+type Consumer interface {
+	LeaseConsume(ctx context.Context, invocation string, handles [][]byte) (*secretdapi.LeaseConsumeResponse, error)
+}
+
+// Registry holds every bundle. Create with NewRegistry.
+type Registry struct {
+	consumer Consumer
+	scrub    *redact.Scrubber
+
+	mu      sync.Mutex
+	bundles map[string]*Bundle
+	pending map[string]bool
+	held    map[[32]byte]int // SHA-256 of each held value → how many credentials hold it
+}
+
+// NewRegistry returns an empty registry that consumes leases through c and
+// registers every held value with s (the daemon's scrubber, so logs, audit
+// records, errors and responses never carry one).
+func NewRegistry(c Consumer, s *redact.Scrubber) *Registry {
+	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}}
+}
+
+var (
+	invocationRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+	tokenRE      = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+)
+
+// ValidInvocation reports whether s is an invocation id: [a-z0-9-]{1,64}.
+func ValidInvocation(s string) bool { return invocationRE.MatchString(s) }
+
+// Register validates req, consumes its handles from secretd all or
+// nothing, and stores the bundle. Errors: bundle.invalid, bundle.exists,
+// bundle.consume_failed (nothing is kept; values already received are
+// zeroed).
+func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterRequest) (*Bundle, error) {
+	pol, err := checkRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.bundles[req.Invocation] != nil || r.pending[req.Invocation] {
+		r.mu.Unlock()
+		return nil, wire.Errorf(egressdapi.CodeBundleExists, "invocation %s already has a bundle", req.Invocation)
+	}
+	r.pending[req.Invocation] = true
+	r.mu.Unlock()
+	defer func() { r.mu.Lock(); delete(r.pending, req.Invocation); r.mu.Unlock() }()
+
+	creds, err := r.consume(ctx, req.Invocation, req.Handles)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bundle{Invocation: req.Invocation, policy: pol, token: []byte(req.ProxyToken), creds: creds}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range creds {
+		c.unregister = r.scrub.Register(c.value.Bytes())
+		r.held[sha256.Sum256(c.value.Bytes())]++
+	}
+	r.bundles[req.Invocation] = b
+	return b, nil
+}
+
+func checkRequest(req *egressdapi.BundleRegisterRequest) (policy.Policy, error) {
+	if !ValidInvocation(req.Invocation) {
+		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "invocation must match [a-z0-9-]{1,64}")
+	}
+	if !tokenRE.MatchString(req.ProxyToken) {
+		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "proxy_token must be 43 characters of base64url")
+	}
+	if len(req.Handles) > egressdapi.MaxHandles {
+		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "more than %d handles", egressdapi.MaxHandles)
+	}
+	for i, h := range req.Handles {
+		if len(h) == 0 || len(h) > secretdapi.MaxHandleLen {
+			return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "handle %d is empty or longer than %d bytes", i, secretdapi.MaxHandleLen)
+		}
+		if slices.ContainsFunc(req.Handles[:i], func(o []byte) bool { return string(o) == string(h) }) {
+			return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "handle %d is given twice", i)
+		}
+	}
+	return policy.Compile(req.Policy)
+}
+
+// Get returns invocation's bundle. Errors: bundle.unknown_invocation.
+func (r *Registry) Get(invocation string) (*Bundle, error) {
+	r.mu.Lock()
+	b := r.bundles[invocation]
+	r.mu.Unlock()
+	if b == nil {
+		return nil, wire.Errorf(egressdapi.CodeBundleUnknown, "invocation has no bundle")
+	}
+	return b, nil
+}
+
+// Drop removes invocation's bundle and zeroes its values once requests
+// using them finish. Errors: bundle.unknown_invocation.
+func (r *Registry) Drop(invocation string) error {
+	r.mu.Lock()
+	b := r.bundles[invocation]
+	delete(r.bundles, invocation)
+	if b != nil {
+		for _, c := range b.creds {
+			k := sha256.Sum256(c.value.Bytes())
+			if r.held[k]--; r.held[k] <= 0 {
+				delete(r.held, k)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if b == nil {
+		return wire.Errorf(egressdapi.CodeBundleUnknown, "invocation has no bundle")
+	}
+	b.zero()
+	return nil
+}
+
+// DropAll drops every bundle (shutdown).
+func (r *Registry) DropAll() {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.bundles))
+	for n := range r.bundles {
+		names = append(names, n)
+	}
+	r.mu.Unlock()
+	for _, n := range names {
+		_ = r.Drop(n)
+	}
+}
+
+// Holds reports whether v equals the raw value of any credential held by
+// egressd, for any invocation (compared by SHA-256).
+func (r *Registry) Holds(v []byte) bool {
+	k := sha256.Sum256(v)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[k] > 0
+}
+
+// Scrubber returns the scrubber every held value is registered with.
+func (r *Registry) Scrubber() *redact.Scrubber { return r.scrub }
+
+// Stats returns accounting for invocation, or for every bundle when it is
+// "", sorted by invocation. Errors: bundle.unknown_invocation.
+func (r *Registry) Stats(invocation string) ([]egressdapi.InvocationStats, error) {
+	if invocation != "" {
+		b, err := r.Get(invocation)
+		if err != nil {
+			return nil, err
+		}
+		return []egressdapi.InvocationStats{b.Stats()}, nil
+	}
+	r.mu.Lock()
+	out := make([]egressdapi.InvocationStats, 0, len(r.bundles))
+	for _, b := range r.bundles {
+		out = append(out, b.Stats())
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Invocation < out[j].Invocation })
+	return out, nil
+}
+
+// Counts returns the number of bundles and of credentials they hold.
+func (r *Registry) Counts() (bundles, credentials int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bundles {
+		credentials += len(b.creds)
+	}
+	return len(r.bundles), credentials
+}

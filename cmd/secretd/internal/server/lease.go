@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"hostkit.dev/cmd/secretd/internal/credential"
+	"hostkit.dev/cmd/secretd/internal/lease"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+)
+
+func checkInvocation(inv string) error {
+	if !credential.ValidInvocation(inv) {
+		return wire.Errorf(secretdapi.CodeInvocationInvalid, "invocation must match [a-z0-9-]{1,64}")
+	}
+	return nil
+}
+
+// ttl applies the default and bounds of a stage's ttl_ms.
+func ttl(ms int64) (time.Duration, error) {
+	if ms == 0 {
+		ms = secretdapi.DefaultTTLMS
+	}
+	if ms < secretdapi.MinTTLMS || ms > secretdapi.MaxTTLMS {
+		return 0, wire.Errorf(secretdapi.CodeLeaseInvalidTTL, "ttl_ms must be %d..%d", secretdapi.MinTTLMS, secretdapi.MaxTTLMS)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
+	var req secretdapi.LeaseStageRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, s.finish(ctx, call, err, nil)
+	}
+	fields := map[string]any{"credential": clip(req.Credential), "invocation": clip(req.Invocation)}
+	if err := checkInvocation(req.Invocation); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	d, err := ttl(req.TTLMS)
+	if err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	var st lease.Staged
+	err = s.reg.With(req.Credential, func(meta *secretdapi.CredentialMeta, value []byte) error {
+		spec, err := choose(meta, &req)
+		if err != nil {
+			return err
+		}
+		spec.Invocation, spec.TTL, spec.Stager = req.Invocation, d, call.Peer
+		fields["destination"], fields["target"] = spec.Destination, spec.Target
+		st, err = s.table.Stage(spec, value)
+		return err
+	})
+	if err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	fields["handle_fp"], fields["expires_at_ms"] = st.MAC.FP(), st.ExpiresAt
+	return &secretdapi.LeaseStageResponse{ExpiresAt: st.ExpiresAt, Handle: st.Handle, Placeholder: st.Placeholder},
+		s.finish(ctx, call, nil, fields)
+}
+
+// choose picks the destination and target of a stage: the ones asked for,
+// which must be allowed, or the only allowed one when omitted. Errors:
+// lease.destination_not_allowed, lease.target_not_allowed, lease.ambiguous.
+func choose(meta *secretdapi.CredentialMeta, req *secretdapi.LeaseStageRequest) (lease.Spec, error) {
+	spec := lease.Spec{Credential: meta.Name}
+	switch {
+	case req.Destination == "" && len(meta.Destinations) == 1:
+		spec.Destination = meta.Destinations[0]
+	case req.Destination == "":
+		return spec, wire.Errorf(secretdapi.CodeLeaseAmbiguous, "credential %q allows %d destinations: name one", meta.Name, len(meta.Destinations))
+	default:
+		d, err := credential.CanonicalDestinations([]string{req.Destination})
+		if err != nil || !contains(meta.Destinations, d[0]) {
+			return spec, wire.Errorf(secretdapi.CodeLeaseDestinationDenied, "destination is not among credential %q's destinations", meta.Name)
+		}
+		spec.Destination = d[0]
+	}
+	var t *secretdapi.TargetSpec
+	switch {
+	case req.Target == "" && len(meta.Targets) == 1:
+		t = &meta.Targets[0]
+	case req.Target == "":
+		return spec, wire.Errorf(secretdapi.CodeLeaseAmbiguous, "credential %q allows %d targets: name one", meta.Name, len(meta.Targets))
+	default:
+		for i := range meta.Targets {
+			if meta.Targets[i].Target == req.Target {
+				t = &meta.Targets[i]
+			}
+		}
+		if t == nil {
+			return spec, wire.Errorf(secretdapi.CodeLeaseTargetDenied, "target is not among credential %q's targets", meta.Name)
+		}
+	}
+	spec.Target, spec.Template, spec.Overwrite = t.Target, t.Template, t.Overwrite
+	return spec, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) leaseLookup(ctx context.Context, call *rpc.Call) (any, error) {
+	var req secretdapi.LeaseLookupRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, s.finish(ctx, call, err, nil)
+	}
+	meta, mac, err := s.table.Lookup(req.Handle)
+	fields := map[string]any{"handle_fp": mac.FP()}
+	if err != nil {
+		if bogus(wire.CodeOf(err)) {
+			return nil, s.finishBogus(ctx, call, err, fields)
+		}
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	fields["credential"], fields["invocation"] = meta.Credential, meta.Invocation
+	return &meta, s.finish(ctx, call, nil, fields)
+}
+
+func (s *Server) leaseRevoke(ctx context.Context, call *rpc.Call) (any, error) {
+	var req secretdapi.LeaseRevokeRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, s.finish(ctx, call, err, nil)
+	}
+	fields := map[string]any{"invocation": clip(req.Invocation)}
+	if err := checkInvocation(req.Invocation); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	macs := s.table.Revoke(req.Invocation)
+	fields["revoked"], fields["handle_fps"] = len(macs), fps(macs)
+	return &secretdapi.LeaseRevokeResponse{Revoked: len(macs)}, s.finish(ctx, call, nil, fields)
+}
+
+func (s *Server) leaseList(ctx context.Context, call *rpc.Call) (any, error) {
+	var req secretdapi.LeaseListRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, s.finish(ctx, call, err, nil)
+	}
+	fields := map[string]any{}
+	if req.Invocation != "" {
+		fields["invocation"] = clip(req.Invocation)
+		if err := checkInvocation(req.Invocation); err != nil {
+			return nil, s.finish(ctx, call, err, fields)
+		}
+	}
+	list := s.table.List(req.Invocation)
+	fields["count"] = len(list)
+	return &secretdapi.LeaseListResponse{Leases: list}, s.finish(ctx, call, nil, fields)
+}
+
+func fps(macs []lease.MAC) []string {
+	out := make([]string, len(macs))
+	for i, m := range macs {
+		out[i] = m.FP()
+	}
+	return out
+}

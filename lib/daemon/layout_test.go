@@ -1,0 +1,196 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+func TestRootLayout(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	l, err := RootLayout("/srv/hk")
+	is.NoErr(err)
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"socket secretd", l.Socket(NameSecretd), "/srv/hk/run/secretd/api.sock"},
+		{"socket helper", l.Socket(NameHelper), "/srv/hk/run/helper/api.sock"},
+		{"public", l.Public, "/srv/hk/run/public"},
+		{"state", l.StateDir(NameEgressd), "/srv/hk/state/egressd"},
+		{"log", l.LogDir(NameSupervisord), "/srv/hk/log/supervisord"},
+		{"config", l.ConfigFile("containerization-helper"), "/srv/hk/etc/containerization-helper.conf"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			is.Equal(tt.got, tt.want)
+		})
+	}
+}
+
+func TestRootLayoutRelative(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	l, err := RootLayout("rel/dir")
+	is.NoErr(err)
+	wd, err := os.Getwd()
+	is.NoErr(err)
+	is.Equal(l.Socket(NameSecretd), filepath.Join(wd, "rel/dir/run/secretd/api.sock")) // made absolute
+	for _, p := range []string{l.Run, l.Public, l.State, l.Log, l.Config} {
+		is.True(filepath.IsAbs(p))
+	}
+}
+
+func TestDefaultLayout(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux paths; macOS uses TMPDIR and ~/Library")
+	}
+	system := Layout{Run: "/run/hostkit", Public: "/run/hostkit/public", State: "/var/lib/hostkit", Log: "/var/log/hostkit", Config: "/etc/hostkit"}
+	tests := []struct {
+		name    string
+		euid    int
+		env     map[string]string
+		want    Layout
+		wantErr bool
+	}{
+		{
+			name: "root uses system paths",
+			euid: 0,
+			env:  map[string]string{"XDG_RUNTIME_DIR": "/run/user/0", "HOME": "/root"},
+			want: system,
+		},
+		{
+			name: "root without any env",
+			euid: 0,
+			want: system,
+		},
+		{
+			name: "user with XDG vars",
+			euid: 1000,
+			env:  map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "XDG_STATE_HOME": "/home/u/st", "HOME": "/home/u"},
+			want: Layout{Run: "/run/user/1000/hostkit", Public: "/run/user/1000/hostkit/public", State: "/home/u/st/hostkit", Log: "/home/u/st/hostkit/log"},
+		},
+		{
+			name: "user falls back to HOME for state",
+			euid: 1000,
+			env:  map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "HOME": "/home/u"},
+			want: Layout{Run: "/run/user/1000/hostkit", Public: "/run/user/1000/hostkit/public", State: "/home/u/.local/state/hostkit", Log: "/home/u/.local/state/hostkit/log"},
+		},
+		{
+			name:    "user without XDG_RUNTIME_DIR",
+			euid:    1000,
+			env:     map[string]string{"XDG_STATE_HOME": "/home/u/st", "HOME": "/home/u"},
+			wantErr: true,
+		},
+		{
+			name:    "user without XDG_STATE_HOME or HOME",
+			euid:    1000,
+			env:     map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"},
+			wantErr: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			getenv := func(k string) string { return tt.env[k] }
+			got, err := DefaultLayout(getenv, tt.euid)
+			if tt.wantErr {
+				is.True(err != nil)
+				return
+			}
+			is.NoErr(err)
+			is.Equal(got, tt.want)
+		})
+	}
+}
+
+func TestDefaultLayoutUserPaths(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux paths")
+	}
+	is := is.New(t)
+	env := map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "XDG_STATE_HOME": "/home/u/st"}
+	l, err := DefaultLayout(func(k string) string { return env[k] }, 1000)
+	is.NoErr(err)
+	// DESIGN.md, "Defaults": Linux user / dev column.
+	is.Equal(l.Socket(NameEgressd), "/run/user/1000/hostkit/egressd/api.sock")
+	is.Equal(l.StateDir(NameEgressd), "/home/u/st/hostkit/egressd")
+	is.Equal(l.LogDir(NameEgressd), "/home/u/st/hostkit/log/egressd")
+	is.Equal(l.ConfigFile("egressd"), "") // flags / env only
+}
+
+func TestResolveLayoutRoot(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	got, err := ResolveLayout("/srv/x")
+	is.NoErr(err)
+	want, err := RootLayout("/srv/x")
+	is.NoErr(err)
+	is.Equal(got, want)
+}
+
+// TestEnsurePublic changes the process umask, so it does not run in
+// parallel.
+func TestEnsurePublic(t *testing.T) {
+	tests := []struct {
+		name  string
+		umask int
+	}{
+		{"umask 077", 0o077},
+		{"umask 027", 0o027},
+		{"umask 022", 0o022},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			old := syscall.Umask(tt.umask)
+			defer syscall.Umask(old)
+			root := filepath.Join(tmpRoot(t), "r")
+			l, err := RootLayout(root)
+			is.NoErr(err)
+			is.NoErr(l.EnsurePublic())
+			for _, d := range []string{root, l.Run, l.Public} {
+				fi, err := os.Stat(d)
+				is.NoErr(err)
+				is.True(fi.IsDir())
+				is.Equal(fi.Mode().Perm(), os.FileMode(0o755)) // d
+			}
+			// Again, after someone tightened them: modes are restored.
+			is.NoErr(os.Chmod(l.Public, 0o700))
+			is.NoErr(os.Chmod(l.Run, 0o700))
+			is.NoErr(l.EnsurePublic())
+			for _, d := range []string{l.Run, l.Public} {
+				fi, err := os.Stat(d)
+				is.NoErr(err)
+				is.Equal(fi.Mode().Perm(), os.FileMode(0o755))
+			}
+		})
+	}
+}
+
+func TestEnsurePublicKeepsExistingParent(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	parent := filepath.Join(tmpRoot(t), "xdg")
+	is.NoErr(os.Mkdir(parent, 0o700))
+	is.NoErr(os.Chmod(parent, 0o700))
+	l := Layout{Run: filepath.Join(parent, "hostkit"), Public: filepath.Join(parent, "hostkit", "public")}
+	is.NoErr(l.EnsurePublic())
+	fi, err := os.Stat(parent)
+	is.NoErr(err)
+	is.Equal(fi.Mode().Perm(), os.FileMode(0o700)) // $XDG_RUNTIME_DIR keeps its mode
+	fi, err = os.Stat(l.Public)
+	is.NoErr(err)
+	is.Equal(fi.Mode().Perm(), os.FileMode(0o755))
+}
