@@ -1,0 +1,150 @@
+// Package scan looks for raw credential material in the caller-supplied
+// parts of an outbound request (issue 4, pipeline steps 3 and 6). A caller
+// never holds a raw value legitimately: egressd alone places values, at
+// their staged targets, after scanning. So any held value — of this
+// invocation or another — found in the caller's URL, headers or body is
+// refused.
+package scan
+
+import (
+	"net/url"
+	"strings"
+
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/redact"
+	"hostkit.dev/lib/wire"
+)
+
+// MaxDecodeRounds bounds percent-decoding of the URL to a fixpoint.
+const MaxDecodeRounds = 4
+
+// Scanner checks requests against every value egressd holds.
+type Scanner struct {
+	// Scrubber knows every held value and its encodings (raw,
+	// percent-encoded, base64, hex).
+	Scrubber *redact.Scrubber
+	// Holds reports whether a string equals a held value exactly.
+	Holds func([]byte) bool
+}
+
+// Manual refuses a request in which a whole header value, a token of one,
+// a query parameter value, a path segment (percent-decoded) or the body
+// equals a held value: the caller holds raw material
+// (egress.manual_credential_rejected).
+func (s Scanner) Manual(rec *request.Record) error {
+	if s.Holds == nil {
+		return nil
+	}
+	refuse := wire.Errorf(egressdapi.CodeManualCredential, "the request carries a raw credential value; send it without one and egressd attaches it")
+	for _, vs := range rec.Header {
+		for _, v := range vs {
+			if s.Holds([]byte(v)) {
+				return refuse
+			}
+			for _, tok := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == '=' }) {
+				if s.Holds([]byte(tok)) {
+					return refuse
+				}
+			}
+		}
+	}
+	if q, err := url.ParseQuery(rec.Query); err == nil {
+		for _, vs := range q {
+			for _, v := range vs {
+				if s.Holds([]byte(v)) {
+					return refuse
+				}
+			}
+		}
+	}
+	for seg := range strings.SplitSeq(rec.Path, "/") {
+		if d, err := url.PathUnescape(seg); err == nil && s.Holds([]byte(d)) {
+			return refuse
+		}
+	}
+	if len(rec.Body) > 0 && s.Holds(rec.Body) {
+		return refuse
+	}
+	return nil
+}
+
+// Request refuses a request whose target (raw, and percent-decoded up to
+// MaxDecodeRounds times, with and without "+" as space), header names and
+// values, or body contains a held value in any form the Scrubber knows
+// (egress.secret_in_request).
+func (s Scanner) Request(rec *request.Record) error {
+	sc := s.Scrubber
+	refuse := wire.Errorf(egressdapi.CodeSecretInRequest, "the request carries credential material where egressd did not place it")
+	for _, form := range DecodedForms(rec.Target()) {
+		if sc.Contains([]byte(form)) {
+			return refuse
+		}
+	}
+	for name, vs := range rec.Header {
+		if sc.Contains([]byte(name)) {
+			return refuse
+		}
+		for _, v := range vs {
+			if sc.Contains([]byte(v)) {
+				return refuse
+			}
+		}
+	}
+	if sc.Contains(rec.Body) {
+		return refuse
+	}
+	return nil
+}
+
+// DecodedForms returns s and its successive percent-decodings (lenient:
+// an invalid escape stays as it is), at most MaxDecodeRounds of them, each
+// also with "+" read as a space; it stops at a fixpoint.
+func DecodedForms(s string) []string {
+	forms := []string{s}
+	if strings.IndexByte(s, '+') >= 0 {
+		forms = append(forms, strings.ReplaceAll(s, "+", " "))
+	}
+	cur := s
+	for range MaxDecodeRounds {
+		next := percentDecode(cur)
+		if next == cur {
+			break
+		}
+		forms = append(forms, next)
+		if strings.IndexByte(next, '+') >= 0 {
+			forms = append(forms, strings.ReplaceAll(next, "+", " "))
+		}
+		cur = next
+	}
+	return forms
+}
+
+func percentDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && unhex(s[i+1]) >= 0 && unhex(s[i+2]) >= 0 {
+			b.WriteByte(byte(unhex(s[i+1])<<4 | unhex(s[i+2])))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

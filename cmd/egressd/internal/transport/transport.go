@@ -1,0 +1,147 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/wire"
+)
+
+// Config holds a Transport's settings. Zero values take the defaults noted.
+type Config struct {
+	HostMap               HostMap          // static host map (-resolve)
+	Resolver              Resolver         // default net.DefaultResolver
+	RootCAs               *x509.CertPool   // default: system roots
+	Forbidden             []netip.AddrPort // egressd's own listeners
+	DialTimeout           time.Duration    // default 10 s
+	ResponseHeaderTimeout time.Duration    // default 30 s
+	IdleConnTimeout       time.Duration    // default 90 s
+	MaxIdlePerKey         int              // idle connections per (origin, address); default 64
+	MaxKeys               int              // pooled (origin, address) pairs; default 256
+	// OnDial, when set, is called from ControlContext with the address of
+	// every socket about to connect (tests use it to prove what was dialled).
+	OnDial func(netip.AddrPort)
+}
+
+// Transport sends requests to checked addresses. Create with New.
+type Transport struct {
+	cfg      Config
+	resolver Resolver
+	mu       sync.Mutex
+	pools    map[string]*http.Transport
+	order    []string
+}
+
+// New returns a Transport.
+func New(cfg Config) *Transport {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.ResponseHeaderTimeout <= 0 {
+		cfg.ResponseHeaderTimeout = 30 * time.Second
+	}
+	if cfg.IdleConnTimeout <= 0 {
+		cfg.IdleConnTimeout = 90 * time.Second
+	}
+	if cfg.MaxIdlePerKey <= 0 {
+		cfg.MaxIdlePerKey = 64
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 256
+	}
+	t := &Transport{cfg: cfg, resolver: cfg.Resolver, pools: map[string]*http.Transport{}}
+	if t.resolver == nil {
+		t.resolver = net.DefaultResolver
+	}
+	return t
+}
+
+// RoundTrip sends req (whose URL's scheme, host and port are origin's)
+// over a connection to exactly r.Addr. It never follows redirects: a 3xx
+// is returned as it is. Errors: egress.timeout, egress.upstream_error.
+func (t *Transport) RoundTrip(req *http.Request, origin string, r Route) (*http.Response, error) {
+	resp, err := t.pool(origin, r.Addr).RoundTrip(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+			return nil, wire.Wrap(egressdapi.CodeTimeout, "upstream did not answer in time", err)
+		}
+		return nil, wire.Wrap(egressdapi.CodeUpstreamError, "upstream request failed", err)
+	}
+	return resp, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// pool returns the connection pool for (origin, addr).
+func (t *Transport) pool(origin string, addr netip.AddrPort) *http.Transport {
+	key := origin + "|" + addr.String()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.pools[key]; p != nil {
+		return p
+	}
+	if len(t.order) >= t.cfg.MaxKeys {
+		old := t.order[0]
+		t.order = t.order[1:]
+		t.pools[old].CloseIdleConnections()
+		delete(t.pools, old)
+	}
+	p := t.newPool(addr)
+	t.pools[key] = p
+	t.order = append(t.order, key)
+	return p
+}
+
+func (t *Transport) newPool(want netip.AddrPort) *http.Transport {
+	d := &net.Dialer{
+		Timeout:   t.cfg.DialTimeout,
+		KeepAlive: 30 * time.Second,
+		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			got, err := netip.ParseAddrPort(address)
+			if err != nil || got != want {
+				return fmt.Errorf("transport: refusing to connect to %s, checked %s", address, want)
+			}
+			if t.cfg.OnDial != nil {
+				t.cfg.OnDial(got)
+			}
+			return nil
+		},
+	}
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", want.String())
+		},
+		TLSClientConfig:        &tls.Config{RootCAs: t.cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true,
+		MaxIdleConnsPerHost:    t.cfg.MaxIdlePerKey,
+		IdleConnTimeout:        t.cfg.IdleConnTimeout,
+		ResponseHeaderTimeout:  t.cfg.ResponseHeaderTimeout,
+		TLSHandshakeTimeout:    t.cfg.DialTimeout,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+}
+
+// Close closes every idle connection and forgets the pools.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.pools {
+		p.CloseIdleConnections()
+	}
+	t.pools, t.order = map[string]*http.Transport{}, nil
+}
