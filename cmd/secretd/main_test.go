@@ -32,7 +32,7 @@ const childEnv = "HK_SECRETD_CHILD"
 // otherUID runs the child client: a uid that holds no role.
 const otherUID = 65533
 
-var binary string // the secretd binary, built once
+var secretdBin string // the secretd binary, built once
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
@@ -54,8 +54,8 @@ func mainTest(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
-	binary = filepath.Join(dir, "secretd")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	secretdBin = filepath.Join(dir, "secretd")
+	out, err := exec.Command("go", "build", "-o", secretdBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
@@ -77,8 +77,8 @@ func mainTest(m *testing.M) int {
 	return code
 }
 
-// daemon is a running secretd process.
-type daemon struct {
+// proc is a running secretd process.
+type proc struct {
 	root   string
 	cmd    *exec.Cmd
 	stderr *lockedBuf
@@ -118,10 +118,10 @@ func newRoot(t *testing.T) string {
 
 // startDaemon runs secretd -root root args... with extra environment and
 // waits until it answers health.
-func startDaemon(t *testing.T, root string, env []string, args ...string) *daemon {
+func startDaemon(t *testing.T, root string, env []string, args ...string) *proc {
 	t.Helper()
-	d := &daemon{root: root, stderr: &lockedBuf{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(binary, append([]string{"-root", root}, args...)...)
+	d := &proc{root: root, stderr: &lockedBuf{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(secretdBin, append([]string{"-root", root}, args...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = d.stderr
 	d.cmd.Stdout = io.Discard
@@ -149,10 +149,10 @@ func startDaemon(t *testing.T, root string, env []string, args ...string) *daemo
 	}
 }
 
-func (d *daemon) socket() string { return filepath.Join(d.root, "run", "secretd", "api.sock") }
+func (d *proc) socket() string { return filepath.Join(d.root, "run", "secretd", "api.sock") }
 
 // stop sends SIGTERM, waits (SIGKILL after 5 s) and is idempotent.
-func (d *daemon) stop(t *testing.T) {
+func (d *proc) stop(t *testing.T) {
 	if d.cmd.ProcessState != nil {
 		return
 	}
@@ -171,7 +171,7 @@ func (d *daemon) stop(t *testing.T) {
 }
 
 // auditBytes returns every audit file's content.
-func (d *daemon) auditBytes(t *testing.T) []byte {
+func (d *proc) auditBytes(t *testing.T) []byte {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(d.root, "log", "secretd", "audit.jsonl*"))
 	var all []byte
@@ -188,7 +188,7 @@ func (d *daemon) auditBytes(t *testing.T) []byte {
 // childResult is what the child client prints: op → error code ("" = ok).
 type childResult map[string]string
 
-// runChild re-executes the test binary as uid/gid otherUID, calling every
+// runChild re-executes the test secretdBin as uid/gid otherUID, calling every
 // op on socket (consume and lookup with handle).
 func runChild(t *testing.T, socket string, handle []byte) childResult {
 	t.Helper()
@@ -196,9 +196,9 @@ func runChild(t *testing.T, socket string, handle []byte) childResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test binary may live in a private build directory: copy it where
+	// The test secretdBin may live in a private build directory: copy it where
 	// the other uid can execute it.
-	exe := filepath.Join(filepath.Dir(binary), "secretd.test")
+	exe := filepath.Join(filepath.Dir(secretdBin), "secretd.test")
 	if _, err := os.Stat(exe); err != nil {
 		raw, err := os.ReadFile(self)
 		if err != nil {

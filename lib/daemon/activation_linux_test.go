@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/matryer/is"
 	"hostkit.dev/lib/api/healthapi"
 	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
 )
 
 const socketActivate = "/usr/bin/systemd-socket-activate"
@@ -40,7 +40,7 @@ func TestServiceRunSocketActivated(t *testing.T) {
 		"-E", "GORACE=atexit_sleep_ms=0",
 		os.Args[0], "-test.run=^$")
 	cmd.Env = os.Environ()
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	is.NoErr(cmd.Start())
 	exited := false
@@ -67,7 +67,13 @@ func TestServiceRunSocketActivated(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	// The path exists once systemd-socket-activate has bound it, a moment
+	// before it listens: retry while the connection is refused.
 	h, err := healthapi.Get(ctx, c)
+	for wire.CodeOf(err) == wire.CodeUnavailable && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		h, err = healthapi.Get(ctx, c)
+	}
 	if err != nil {
 		t.Fatalf("health on the passed socket: %v; stderr:\n%s", err, stderr.String())
 	}

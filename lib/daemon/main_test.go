@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -178,3 +180,36 @@ func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) error {
 
 // discardLogger is a logger for tests that do not read logs.
 func discardLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
+
+// syncBuffer is a bytes.Buffer safe to read while a child process or a
+// logger writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// readyWriter closes ready at the first write that contains "daemon.ready"
+// (Service.Run logs it once the socket listens, just before READY=1).
+type readyWriter struct {
+	once  sync.Once
+	ready chan struct{}
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"msg":"daemon.ready"`)) {
+		w.once.Do(func() { close(w.ready) })
+	}
+	return len(p), nil
+}

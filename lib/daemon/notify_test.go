@@ -32,7 +32,7 @@ func TestNotifierRealSocket(t *testing.T) {
 
 	root := filepath.Join(dir, "r")
 	cmd := child("serve", childRootEnv+"="+root, "NOTIFY_SOCKET="+nsPath, "WATCHDOG_USEC=200000")
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	is.NoErr(cmd.Start())
 	exited := false

@@ -33,7 +33,6 @@ type Service struct {
 	AuditLog    *audit.Log                       // when Audit is nil: the server's decisions go here (AuditSink)
 	RPC         rpc.Config                       // optional overrides: timeouts, MaxConns, IdleAfter/OnIdle
 	Actors      []Actor                          // extra actors (sweepers, listeners)
-	Grace       time.Duration                    // shutdown drain; default 5 s
 }
 
 // Run serves s until ctx is cancelled (SignalContext) or an actor fails.
@@ -61,7 +60,8 @@ func (s Service) Run(ctx context.Context) error {
 	var g run.Group
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.Add(func() error { <-sctx.Done(); return nil }, func(error) { cancel() })
+	// STOPPING=1 goes out when shutdown begins, not after the drain.
+	g.Add(func() error { <-sctx.Done(); notify.Stopping(); return nil }, func(error) { cancel() })
 	g.Add(func() error { return srv.Serve(sctx, l) }, func(error) { cancel() })
 	wctx, wcancel := context.WithCancel(ctx)
 	// An actor that returns stops the group, so this one waits for the end
@@ -73,7 +73,6 @@ func (s Service) Run(ctx context.Context) error {
 	log.Info("daemon.ready", slog.String(KeySocket, s.Socket), slog.String("version", Version))
 	notify.Ready()
 	err = g.Run()
-	notify.Stopping()
 	log.Info("daemon.stopped")
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -16,47 +17,40 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// runService starts svc.Run in a goroutine and waits until its socket
-// answers health (or, for a Service that denies us, until it answers at
-// all). The returned stop cancels Run and returns its error.
-func runService(t *testing.T, svc Service) (stop func() error) {
+// runService starts svc.Run in a goroutine and waits until it logs
+// daemon.ready (its socket listens). stop cancels Run and returns its
+// error; done is closed when Run has returned, by itself or after stop, and
+// then result gives its error.
+func runService(t *testing.T, svc Service) (stop func() error, done <-chan struct{}, result func() error) {
 	t.Helper()
+	rw := &readyWriter{ready: make(chan struct{})}
+	svc.Logger = NewLogger(rw, slog.LevelInfo, nil, svc.Name)
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- svc.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if fi, err := os.Lstat(svc.Socket); err == nil && fi.Mode().Type() == os.ModeSocket {
-			break
-		}
-		select {
-		case err := <-errc:
-			cancel()
-			t.Fatalf("Run returned before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("socket %s did not appear", svc.Socket)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	stopped := false
+	finished := make(chan struct{})
 	var runErr error
+	go func() { runErr = svc.Run(ctx); close(finished) }()
+	result = func() error { <-finished; return runErr }
+	select {
+	case <-rw.ready:
+	case <-finished:
+		cancel()
+		t.Fatalf("Run returned before listening: %v", runErr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-finished
+		t.Fatalf("Run did not log daemon.ready")
+	}
 	stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			select {
-			case runErr = <-errc:
-			case <-time.After(15 * time.Second):
-				t.Fatal("Run did not return after cancel")
-			}
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return after cancel")
 		}
 		return runErr
 	}
 	t.Cleanup(func() { stop() })
-	return stop
+	return stop, finished, result
 }
 
 // testService is a Service under a fresh -root layout whose roles hold
@@ -92,7 +86,7 @@ func TestServiceRunHealth(t *testing.T) {
 		return map[string]any{"bundles": 3, "status": "spoofed"}
 	}
 	svc, _ := testService(t, epoch, []uint32{uint32(os.Geteuid())}, extra)
-	stop := runService(t, svc)
+	stop, _, _ := runService(t, svc)
 
 	fi, err := os.Lstat(svc.Socket)
 	is.NoErr(err)
@@ -131,7 +125,7 @@ func TestServiceRunDeniedIsAudited(t *testing.T) {
 	is := is.New(t)
 	euid := uint32(os.Geteuid())
 	svc, layout := testService(t, "0123456789abcdef", []uint32{euid + 4242}, nil)
-	stop := runService(t, svc)
+	stop, _, _ := runService(t, svc)
 
 	c := rpc.NewClient(svc.Socket, 5*time.Second)
 	defer c.Close()
@@ -159,7 +153,7 @@ func TestServiceRunAuditFuncWins(t *testing.T) {
 	svc, layout := testService(t, "0123456789abcdef", []uint32{uint32(os.Geteuid()) + 4242}, nil)
 	events := make(chan rpc.Event, 4)
 	svc.Audit = func(_ context.Context, e rpc.Event) { events <- e }
-	stop := runService(t, svc)
+	stop, _, _ := runService(t, svc)
 	c := rpc.NewClient(svc.Socket, 5*time.Second)
 	defer c.Close()
 	_, err := healthapi.Get(context.Background(), c)
@@ -178,7 +172,7 @@ func TestServiceRunAlreadyRunning(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	svc, _ := testService(t, "0123456789abcdef", []uint32{uint32(os.Geteuid())}, nil)
-	stop := runService(t, svc)
+	stop, _, _ := runService(t, svc)
 	err := svc.Run(context.Background())
 	is.Equal(wire.CodeOf(err), sock.CodeAlreadyRunning) // a second daemon refuses to start
 	_, serr := os.Lstat(svc.Socket)
@@ -196,9 +190,14 @@ func TestServiceRunActorError(t *testing.T) {
 		Execute:   func() error { <-release; return boom },
 		Interrupt: func(error) {},
 	}}
-	stop := runService(t, svc)
+	_, done, result := runService(t, svc)
 	close(release)
-	is.Equal(stop(), boom) // an actor's error stops the group and is returned
+	select {
+	case <-done:
+		is.Equal(result(), boom) // an actor's error stops the group and is returned
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after its actor failed")
+	}
 	_, err := os.Lstat(svc.Socket)
 	is.True(errors.Is(err, os.ErrNotExist))
 }
@@ -213,7 +212,7 @@ func TestServiceRunExtraActorInterrupted(t *testing.T) {
 		Execute:   func() error { <-quit; return nil },
 		Interrupt: func(err error) { interrupted <- err; close(quit) },
 	}}
-	stop := runService(t, svc)
+	stop, _, _ := runService(t, svc)
 	is.NoErr(stop())
 	is.Equal(len(interrupted), 1) // the extra actor was told to stop
 }

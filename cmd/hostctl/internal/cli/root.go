@@ -81,6 +81,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Options:    []ff.Option{ff.WithEnvVarPrefix("HOSTCTL")},
 		Subcommands: []*ffcli.Command{
 			doctorCmd(g),
+			secretCmd(g),
+			leaseCmd(g),
 			versionCmd(g),
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },

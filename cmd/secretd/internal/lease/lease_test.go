@@ -230,7 +230,14 @@ func TestExpiryAndSweep(t *testing.T) {
 	is.Equal(len(tb.List("")), 0) // expired leases are not listed
 	n, _ := tb.Sweep()
 	is.Equal(n, 1)
-	is.Equal(alloc.Live(), int64(0)) // the value was zeroed and unmapped
+	is.Equal(alloc.Live(), int64(0)) // the value was zeroed and unmapped at once
+	_, _, err = tb.Lookup(st.Handle)
+	is.Equal(wire.CodeOf(err), secretdapi.CodeLeaseExpired) // metadata kept for ExpiredGrace
+	res, _ = tb.Consume("inv-e", [][]byte{st.Handle}, consumer)
+	is.Equal(wire.CodeOf(res.Err()), secretdapi.CodeLeaseExpired)
+	c.advance(ExpiredGrace)
+	n, _ = tb.Sweep()
+	is.Equal(n, 0)
 	_, _, err = tb.Lookup(st.Handle)
 	is.Equal(wire.CodeOf(err), secretdapi.CodeLeaseNotFound)
 }
@@ -290,11 +297,17 @@ func TestRevokeAndList(t *testing.T) {
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	tb, _ := newTable(t, nil)
-	for range 100 {
+	c := newClock()
+	tb, _ := newTable(t, c.now)
+	stage(t, tb, "inv-max", time.Second)
+	for range 99 {
 		stage(t, tb, "inv-max", time.Minute)
 	}
 	_, err := tb.Stage(spec("inv-max", time.Minute), canary)
+	is.Equal(wire.CodeOf(err), wire.CodeServerBusy)
+	c.advance(time.Second) // an expired lease makes room
+	stage(t, tb, "inv-max", time.Minute)
+	_, err = tb.Stage(spec("inv-max", time.Minute), canary)
 	is.Equal(wire.CodeOf(err), wire.CodeServerBusy)
 	_, err = tb.Consume("inv-max", make([][]byte, MaxBatch+1), consumer)
 	is.Equal(wire.CodeOf(err), wire.CodeRequestInvalid)

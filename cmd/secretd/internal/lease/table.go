@@ -103,13 +103,22 @@ func (t *Table) Stage(spec Spec, value []byte) (Staged, error) {
 	e := &entry{spec: spec, mac: t.keys.mac(h), ph: ph, value: buf, stagedAt: now, expires: now.Add(spec.TTL)}
 	e.expiresMS = e.expires.UnixMilli()
 	t.mu.Lock()
+	var gone []*secmem.Buf
 	if len(t.leases) >= t.cfg.MaxLeases {
-		t.mu.Unlock()
+		gone = t.dropExpired(now)
+	}
+	full := len(t.leases) >= t.cfg.MaxLeases
+	if !full {
+		t.leases[e.mac] = e
+	}
+	t.mu.Unlock()
+	for _, b := range gone {
+		b.Free()
+	}
+	if full {
 		buf.Free()
 		return Staged{}, &wire.Error{Code: wire.CodeServerBusy, Msg: "too many staged leases", Retry: wire.RetrySafe}
 	}
-	t.leases[e.mac] = e
-	t.mu.Unlock()
 	return Staged{Handle: h, Placeholder: ph, ExpiresAt: e.expiresMS, MAC: e.mac}, nil
 }
 
@@ -181,15 +190,27 @@ func (t *Table) List(invocation string) []secretdapi.LeaseMeta {
 	return out
 }
 
-// Sweep removes expired leases (zeroing their values) and tombstones past
-// their lease's expiry, and reports how many of each it removed.
-func (t *Table) Sweep() (leases, tombs int) {
+// ExpiredGrace is how long an expired lease's metadata (not its value,
+// which the sweeper zeroes at once) is kept, so a late consume or lookup
+// gets lease.expired rather than lease.not_found.
+const ExpiredGrace = time.Minute
+
+// Sweep zeroes the values of expired leases, forgets leases expired for
+// more than ExpiredGrace and tombstones past their lease's expiry, and
+// reports how many values it zeroed and tombstones it dropped.
+func (t *Table) Sweep() (zeroed, tombs int) {
 	now := t.cfg.Now()
-	var gone []*entry
+	var gone []*secmem.Buf
 	t.mu.Lock()
 	for mac, e := range t.leases {
-		if !now.Before(e.expires) {
-			gone = append(gone, e)
+		if now.Before(e.expires) {
+			continue
+		}
+		if e.value != nil {
+			gone = append(gone, e.value)
+			e.value = nil
+		}
+		if now.Sub(e.expires) >= ExpiredGrace {
 			delete(t.leases, mac)
 		}
 	}
@@ -200,17 +221,38 @@ func (t *Table) Sweep() (leases, tombs int) {
 		}
 	}
 	t.mu.Unlock()
-	for _, e := range gone {
-		e.value.Free()
+	for _, b := range gone {
+		b.Free()
 	}
 	return len(gone), tombs
 }
 
-// Counts reports the number of staged leases and of tombstones.
+// Counts reports the number of live (unexpired) leases and of tombstones.
 func (t *Table) Counts() (leases, tombs int) {
+	now := t.cfg.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.leases), len(t.tombs)
+	for _, e := range t.leases {
+		if now.Before(e.expires) {
+			leases++
+		}
+	}
+	return leases, len(t.tombs)
+}
+
+// dropExpired forgets every expired lease (at MaxLeases, expired ones make
+// room first). t.mu is held; the values are returned for freeing.
+func (t *Table) dropExpired(now time.Time) []*secmem.Buf {
+	var gone []*secmem.Buf
+	for mac, e := range t.leases {
+		if !now.Before(e.expires) {
+			if e.value != nil {
+				gone = append(gone, e.value)
+			}
+			delete(t.leases, mac)
+		}
+	}
+	return gone
 }
 
 // Close zeroes every value and empties the table.
@@ -218,7 +260,7 @@ func (t *Table) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for mac, e := range t.leases {
-		e.value.Free()
+		e.value.Free() // nil-safe: swept values are already gone
 		delete(t.leases, mac)
 	}
 	clear(t.tombs)

@@ -28,6 +28,11 @@ type Event struct {
 	Fields  map[string]any
 }
 
+// KeyCred is the log and audit field naming a credential. It is not
+// "credential": the redacting log handler treats keys containing that word
+// as secret and would hide the name.
+const KeyCred = "cred"
+
 // Auditor writes one audit record. It must be safe for concurrent use.
 type Auditor func(ctx context.Context, ev Event)
 

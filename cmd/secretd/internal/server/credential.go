@@ -19,7 +19,7 @@ func (s *Server) credentialPut(ctx context.Context, call *rpc.Call) (any, error)
 	if err != nil {
 		return nil, s.finish(ctx, call, err, nil)
 	}
-	fields := map[string]any{"credential": clip(req.Name)}
+	fields := map[string]any{KeyCred: clip(req.Name)}
 	meta, err := s.reg.Put(&req)
 	if err != nil {
 		return nil, s.finish(ctx, call, err, fields)
@@ -36,7 +36,7 @@ func (s *Server) credentialDelete(ctx context.Context, call *rpc.Call) (any, err
 	if err := call.Decode(&req); err != nil {
 		return nil, s.finish(ctx, call, err, nil)
 	}
-	fields := map[string]any{"credential": clip(req.Name)}
+	fields := map[string]any{KeyCred: clip(req.Name)}
 	if err := s.reg.Delete(req.Name); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}

@@ -34,7 +34,7 @@ func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := call.Decode(&req); err != nil {
 		return nil, s.finish(ctx, call, err, nil)
 	}
-	fields := map[string]any{"credential": clip(req.Credential), "invocation": clip(req.Invocation)}
+	fields := map[string]any{KeyCred: clip(req.Credential), "invocation": clip(req.Invocation)}
 	if err := checkInvocation(req.Invocation); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}
@@ -120,7 +120,7 @@ func (s *Server) leaseLookup(ctx context.Context, call *rpc.Call) (any, error) {
 		}
 		return nil, s.finish(ctx, call, err, fields)
 	}
-	fields["credential"], fields["invocation"] = meta.Credential, meta.Invocation
+	fields[KeyCred], fields["invocation"] = meta.Credential, meta.Invocation
 	return &meta, s.finish(ctx, call, nil, fields)
 }
 

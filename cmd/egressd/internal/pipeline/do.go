@@ -1,0 +1,191 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/wire"
+)
+
+// OpRequest is the op name in audit records.
+const OpRequest = "egress.request"
+
+// Do runs one request through every step. Refusals are typed errors with
+// the codes of lib/api/egressdapi; the error's Msg never holds a value.
+func (p *Pipeline) Do(ctx context.Context, in Input) (*Output, error) {
+	d := &decision{in: in, start: time.Now()}
+	out, err := p.do(ctx, in, d)
+	d.finish(p, err)
+	return out, err
+}
+
+func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, error) {
+	b, err := p.cfg.Registry.Get(in.Invocation)
+	if err != nil {
+		return nil, p.refuse(ctx, d, nil, err)
+	}
+	rec, err := p.Validate(in)
+	if err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	d.rec = rec
+	attach, err := p.Resolve(b, rec)
+	if err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	if err := p.Policy(b, rec); err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	if err := p.Scan(rec); err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	route, owners, err := p.Route(ctx, rec, attach)
+	if err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	d.route, d.owners = route, owners
+	sent, err := p.Inject(b, rec, attach)
+	if err != nil {
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	for _, c := range attach {
+		d.creds = append(d.creds, c.Name)
+	}
+	d.bytesOut = p.RequestBytes(sent)
+	pair, err := p.cfg.Audit.Begin(ctx, d.record(audit.OutcomePending, ""))
+	if err != nil {
+		return nil, p.refuse(ctx, d, b, wire.Wrap(wire.CodeInternal, "audit log unavailable", err))
+	}
+	b.AddEgress(d.bytesOut)
+	resp, body, err := p.Send(ctx, sent, route)
+	var out *Output
+	if err == nil {
+		d.status = resp.StatusCode
+		out, err = p.Sanitize(resp, body)
+	}
+	if out != nil {
+		d.bytesIn = uint64(len(out.Body))
+	}
+	outcome := audit.OutcomeOK
+	if err != nil {
+		outcome = audit.OutcomeError
+	}
+	if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, wire.CodeOf(err), d.fields()); aerr != nil {
+		p.cfg.Logger.Error("audit.append_failed", slog.String("op", OpRequest), slog.Any("err", aerr))
+	}
+	d.sent = true
+	return out, err
+}
+
+// refuse records a refusal: one audit record, one refused count.
+func (p *Pipeline) refuse(ctx context.Context, d *decision, b *bundle.Bundle, err error) error {
+	if b != nil {
+		b.AddRefused()
+	}
+	outcome := audit.OutcomeRefused
+	if wire.CodeOf(err) == wire.CodeInternal {
+		outcome = audit.OutcomeError
+	}
+	if _, aerr := p.cfg.Audit.Append(context.WithoutCancel(ctx), d.record(outcome, wire.CodeOf(err))); aerr != nil {
+		p.cfg.Logger.Error("audit.append_failed", slog.String("op", OpRequest), slog.Any("err", aerr))
+	}
+	return err
+}
+
+// decision collects what the log line and the audit records say about one
+// request.
+type decision struct {
+	in       Input
+	start    time.Time
+	rec      *request.Record
+	route    transport.Route
+	owners   []uint32
+	creds    []string
+	status   int
+	bytesOut uint64
+	bytesIn  uint64
+	sent     bool
+}
+
+// Log field names of the `egress.decision` line and audit fields.
+const (
+	KeyInvocation  = "invocation"
+	KeyMethod      = "method"
+	KeyOrigin      = "origin"
+	KeyPath        = "path"
+	KeyAddress     = "address"
+	KeyCredentials = "credentials"
+	KeyOwners      = "listener_uids"
+	KeyDecision    = "decision"
+	KeyReason      = "reason"
+	KeyStatus      = "status"
+	KeyBytesOut    = "bytes_out"
+	KeyBytesIn     = "bytes_in"
+	KeyDurationMS  = "duration_ms"
+	KeyCorr        = "corr"
+)
+
+// ReasonOK is the reason of an allowed request; every other reason is the
+// refusal's error code.
+const ReasonOK = "ok"
+
+func (d *decision) fields() map[string]any {
+	f := map[string]any{KeyInvocation: d.in.Invocation, KeyMethod: d.in.Method}
+	if d.rec != nil {
+		f[KeyOrigin], f[KeyPath] = d.rec.Origin().String(), d.rec.Path
+	}
+	if d.route.Addr.IsValid() {
+		f[KeyAddress] = d.route.Addr.String()
+	}
+	if len(d.creds) > 0 {
+		f[KeyCredentials] = d.creds
+	}
+	if len(d.owners) > 0 {
+		f[KeyOwners] = d.owners
+	}
+	if d.status != 0 {
+		f[KeyStatus] = d.status
+	}
+	f[KeyBytesOut], f[KeyBytesIn] = d.bytesOut, d.bytesIn
+	f[KeyDurationMS] = time.Since(d.start).Milliseconds()
+	return f
+}
+
+func (d *decision) record(outcome audit.Outcome, code string) audit.Record {
+	return audit.Record{Actor: d.in.Actor, Op: OpRequest, Outcome: outcome, Code: code, Corr: d.in.Corr, Fields: d.fields()}
+}
+
+// finish logs the one canonical decision line.
+func (d *decision) finish(p *Pipeline, err error) {
+	verdict, reason := "allow", ReasonOK
+	if err != nil {
+		verdict, reason = "deny", wire.CodeOf(err)
+		if d.sent {
+			verdict = "error"
+		}
+	}
+	attrs := []slog.Attr{
+		slog.String(KeyDecision, verdict), slog.String(KeyReason, reason),
+		slog.String(KeyInvocation, d.in.Invocation), slog.String(KeyMethod, d.in.Method),
+	}
+	if d.rec != nil {
+		attrs = append(attrs, slog.String(KeyOrigin, d.rec.Origin().String()), slog.String(KeyPath, d.rec.Path))
+	}
+	if d.route.Addr.IsValid() {
+		attrs = append(attrs, slog.String(KeyAddress, d.route.Addr.String()))
+	}
+	attrs = append(attrs, slog.Int(KeyCredentials, len(d.creds)), slog.Int(KeyStatus, d.status),
+		slog.Uint64(KeyBytesOut, d.bytesOut), slog.Uint64(KeyBytesIn, d.bytesIn),
+		slog.Int64(KeyDurationMS, time.Since(d.start).Milliseconds()))
+	if d.in.Corr != "" {
+		attrs = append(attrs, slog.String(KeyCorr, d.in.Corr))
+	}
+	p.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "egress.decision", attrs...)
+}

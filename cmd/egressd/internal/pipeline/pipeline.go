@@ -1,0 +1,101 @@
+// Package pipeline is egressd's mediated egress pipeline (issue 4):
+//
+//	validation → credential resolution → policy → scanning → routing →
+//	injection → transport → response sanitization
+//
+// Each step is a method tested on its own; Do runs them in order for one
+// request, writes one audit record before the request is sent and one
+// after (or a single record for a refusal), counts outbound bytes and logs
+// one canonical `egress.decision` line. The proxy face (issue 5) reuses the
+// same steps with placeholder substitution in place of injection.
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/cmd/egressd/internal/scan"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/audit"
+)
+
+// OwnerChecker checks who owns a loopback listener (loopowner.Checker).
+type OwnerChecker interface {
+	Check(addr netip.AddrPort) ([]uint32, error)
+}
+
+// Auditor writes audit records (*audit.Log).
+type Auditor interface {
+	Append(ctx context.Context, r audit.Record) (uint64, error)
+	Begin(ctx context.Context, r audit.Record) (audit.Pair, error)
+}
+
+// DefaultStripResponse lists the response headers removed besides the
+// hop-by-hop ones and egressd's reserved X-Hostkit-* headers.
+var DefaultStripResponse = []string{"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authenticate", "Proxy-Authorization"}
+
+// Config holds a Pipeline's dependencies and limits. Zero limits take the
+// defaults noted.
+type Config struct {
+	Registry      *bundle.Registry
+	Transport     *transport.Transport
+	Owner         OwnerChecker
+	Audit         Auditor
+	Logger        *slog.Logger
+	Limits        request.Limits // request caps (request.Limits defaults)
+	MaxResponse   int            // response body bytes; default 4 MiB
+	Timeout       time.Duration  // whole request; default 60 s
+	StripResponse []string       // default DefaultStripResponse
+	UserAgent     string         // sent when the caller sets none; default "hostkit-egressd"
+}
+
+// Pipeline runs requests through the steps. Create with New.
+type Pipeline struct {
+	cfg   Config
+	scan  scan.Scanner
+	strip map[string]bool
+}
+
+// New returns a Pipeline.
+func New(cfg Config) *Pipeline {
+	if cfg.MaxResponse <= 0 {
+		cfg.MaxResponse = 4 << 20
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.StripResponse == nil {
+		cfg.StripResponse = DefaultStripResponse
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "hostkit-egressd"
+	}
+	p := &Pipeline{cfg: cfg, strip: map[string]bool{}}
+	p.scan = scan.Scanner{Scrubber: cfg.Registry.Scrubber(), Holds: cfg.Registry.Holds}
+	for _, h := range cfg.StripResponse {
+		p.strip[canonical(h)] = true
+	}
+	return p
+}
+
+// Input is one request as a caller gives it.
+type Input struct {
+	Invocation string
+	Method     string
+	URL        string
+	Header     []request.Field
+	Body       []byte
+	Actor      audit.Actor // the peer, for audit
+	Corr       string      // correlation id, for audit and the log line
+}
+
+// Output is the sanitized upstream answer.
+type Output struct {
+	Status int
+	Header []request.Field // sorted by name; repeats kept in order
+	Body   []byte
+}

@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/wire"
+)
+
+func canonical(h string) string { return http.CanonicalHeaderKey(h) }
+
+// Send is step 7: it sends rec to the checked route and returns the
+// response with its body read (at most MaxResponse bytes). Redirects are
+// returned, not followed. Errors: egress.timeout, egress.upstream_error,
+// egress.response_too_large.
+func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route) (*http.Response, []byte, error) {
+	h := rec.Header.Clone()
+	if _, ok := h["User-Agent"]; !ok {
+		h.Set("User-Agent", p.cfg.UserAgent)
+	}
+	req := &http.Request{
+		Method: rec.Method, URL: rec.URL(), Header: h, Host: rec.Authority(),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, ContentLength: int64(len(rec.Body)),
+	}
+	if len(rec.Body) > 0 {
+		body := rec.Body
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	req = req.WithContext(ctx)
+	resp, err := p.cfg.Transport.RoundTrip(req, rec.Origin().String(), r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(p.cfg.MaxResponse)+1))
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, wire.Wrap(egressdapi.CodeTimeout, "upstream body did not arrive in time", err)
+		}
+		return nil, nil, wire.Wrap(egressdapi.CodeUpstreamError, "upstream body could not be read", err)
+	}
+	if len(body) > p.cfg.MaxResponse {
+		return nil, nil, wire.Errorf(egressdapi.CodeResponseTooLarge, "response body is larger than %d bytes", p.cfg.MaxResponse)
+	}
+	return resp, body, nil
+}
+
+// RequestBytes is what network_egress_bytes counts for rec: the request
+// line, the headers (with Host, Content-Length and the default User-Agent
+// as sent) and the body, in HTTP/1.1 form.
+func (p *Pipeline) RequestBytes(rec *request.Record) uint64 {
+	n := len(rec.Method) + 1 + len(rec.Target()) + len(" HTTP/1.1\r\n")
+	n += len("Host: \r\n") + len(rec.Authority())
+	for k, vs := range rec.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	if _, ok := rec.Header["User-Agent"]; !ok {
+		n += len("User-Agent: \r\n") + len(p.cfg.UserAgent)
+	}
+	if len(rec.Body) > 0 {
+		n += len("Content-Length: \r\n") + len(strconv.Itoa(len(rec.Body)))
+	}
+	return uint64(n + 2 + len(rec.Body))
+}
+
+// hopByHop response headers (RFC 9110 §7.6.1) and framing headers that no
+// longer describe the body egressd returns.
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Content-Length", "Content-Encoding"}
+
+// Sanitize is step 8: it decodes a gzip body (bounded; any other content
+// coding is egress.response_undecodable), strips hop-by-hop headers, the
+// headers named in Connection, the configured sensitive headers and
+// egressd's reserved X-Hostkit-* headers, and scrubs every held value (raw,
+// percent-encoded, base64, hex) from header values and the body.
+func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
+	body, err := p.decode(resp.Header.Get("Content-Encoding"), body)
+	if err != nil {
+		return nil, err
+	}
+	h := resp.Header.Clone()
+	for _, c := range h.Values("Connection") {
+		for name := range strings.SplitSeq(c, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+	sc := p.cfg.Registry.Scrubber()
+	out := &Output{Status: resp.StatusCode, Body: sc.ScrubBytes(body)}
+	names := make([]string, 0, len(h))
+	for k := range h {
+		if !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			out.Header = append(out.Header, request.Field{Name: k, Value: sc.Scrub(v)})
+		}
+	}
+	return out, nil
+}
+
+func (p *Pipeline) decode(enc string, body []byte) ([]byte, error) {
+	switch strings.ToLower(strings.TrimSpace(enc)) {
+	case "", "identity":
+		return body, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, wire.Wrap(egressdapi.CodeResponseUndecodable, "gzip response body does not decode", err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, int64(p.cfg.MaxResponse)+1))
+		if err != nil {
+			return nil, wire.Wrap(egressdapi.CodeResponseUndecodable, "gzip response body does not decode", err)
+		}
+		if len(out) > p.cfg.MaxResponse {
+			return nil, wire.Errorf(egressdapi.CodeResponseTooLarge, "decoded response body is larger than %d bytes", p.cfg.MaxResponse)
+		}
+		return out, nil
+	}
+	return nil, wire.Errorf(egressdapi.CodeResponseUndecodable, "response content coding cannot be scanned")
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/daemon"
+)
+
+// secretCmd is `hostctl secret put|list|delete`: credentials in secretd.
+func secretCmd(g *globals) *ffcli.Command {
+	return &ffcli.Command{
+		Name:        "secret",
+		ShortUsage:  "hostctl secret <put|list|delete> ...",
+		ShortHelp:   "manage the credentials secretd holds",
+		LongHelp:    "Credentials are stored by secretd and handed out only as one-shot leases. A value is read from a file or stdin, never from a command-line argument. See docs/secretd.md.",
+		FlagSet:     g.newFlagSet("secret"),
+		Subcommands: []*ffcli.Command{secretPutCmd(g), secretListCmd(g), secretDeleteCmd(g)},
+		Exec:        func(context.Context, []string) error { return flag.ErrHelp },
+	}
+}
+
+// stringsFlag collects a repeatable flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+func secretPutCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("secret put")
+	fromFile := fs.String("from-file", "", "read the value from this file")
+	fromStdin := fs.Bool("from-stdin", false, "read the value from standard input")
+	var allow, targets stringsFlag
+	fs.Var(&allow, "allow", "allowed destination, a canonical origin such as https://api.example.com (repeatable)")
+	fs.Var(&targets, "target", "allowed target: header:<Name>, query:<param>, path:<name> or body:<JSON pointer> (repeatable)")
+	template := fs.String("template", "", "template for header targets, with {} once (default {})")
+	overwrite := fs.Bool("overwrite", false, "header targets: replace a header the agent already set (default: refuse)")
+	keepNL := fs.Bool("keep-newline", false, "keep one trailing newline of the value (it is stripped by default)")
+	return &ffcli.Command{
+		Name:       "put",
+		ShortUsage: "hostctl secret put NAME (--from-file F | --from-stdin) --allow ORIGIN... --target T... [--template 'Bearer {}'] [--overwrite]",
+		ShortHelp:  "store or replace a credential",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			name, err := oneName(fs, args, "secret put")
+			if err != nil {
+				return err
+			}
+			if (*fromFile == "") == !*fromStdin {
+				return usageError{"give exactly one of --from-file or --from-stdin (a value is never taken from an argument)"}
+			}
+			if len(allow) == 0 || len(targets) == 0 {
+				return usageError{"give at least one --allow and one --target"}
+			}
+			value, err := readValue(g.stdin, *fromFile, *keepNL)
+			if err != nil {
+				return err
+			}
+			defer clear(value)
+			req := &secretdapi.CredentialPutRequest{Destinations: allow, Name: name, Value: value}
+			for _, t := range targets {
+				spec := secretdapi.TargetSpec{Target: t}
+				if strings.HasPrefix(t, "header:") {
+					spec.Template, spec.Overwrite = *template, *overwrite
+				}
+				req.Targets = append(req.Targets, spec)
+			}
+			c, err := g.client(daemon.NameSecretd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out, err := secretdapi.NewClient(c).CredentialPut(ctx, req, "")
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, out)
+			}
+			_, err = fmt.Fprintf(g.stdout, "stored %s (version %d)\n", out.Name, out.Version)
+			return err
+		},
+	}
+}
+
+// oneName takes the single NAME argument; flags may follow it.
+func oneName(fs *flag.FlagSet, args []string, cmd string) (string, error) {
+	if len(args) == 0 {
+		return "", usageError{cmd + " needs a NAME"}
+	}
+	name := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return "", usageError{cmd + " takes one NAME; a value is never read from an argument"}
+	}
+	return name, nil
+}
+
+// readValue reads a value of at most secretdapi.MaxValueLen bytes from a
+// file or stdin, dropping one trailing "\n" or "\r\n" unless keepNL.
+func readValue(stdin io.Reader, file string, keepNL bool) ([]byte, error) {
+	r := stdin
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, 4096))
+	if _, err := io.Copy(buf, io.LimitReader(r, secretdapi.MaxValueLen+3)); err != nil {
+		return nil, fmt.Errorf("reading the value: %w", err)
+	}
+	v := buf.Bytes()
+	if !keepNL {
+		v = bytes.TrimSuffix(v, []byte("\n"))
+		v = bytes.TrimSuffix(v, []byte("\r"))
+	}
+	if len(v) == 0 || len(v) > secretdapi.MaxValueLen {
+		clear(buf.Bytes())
+		return nil, usageError{fmt.Sprintf("the value must be 1..%d bytes", secretdapi.MaxValueLen)}
+	}
+	return v, nil
+}
+
+func secretListCmd(g *globals) *ffcli.Command {
+	return &ffcli.Command{
+		Name:       "list",
+		ShortUsage: "hostctl secret list [--json]",
+		ShortHelp:  "list credentials (metadata only, never values)",
+		FlagSet:    g.newFlagSet("secret list"),
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return usageError{"secret list takes no arguments"}
+			}
+			c, err := g.client(daemon.NameSecretd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out, err := secretdapi.NewClient(c).CredentialList(ctx)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, credentialsJSON(out.Credentials))
+			}
+			rows := make([][]string, 0, len(out.Credentials))
+			for _, m := range out.Credentials {
+				var ts []string
+				for _, t := range m.Targets {
+					ts = append(ts, t.Target)
+				}
+				rows = append(rows, []string{m.Name, m.Source, fmt.Sprint(m.Version), strings.Join(m.Destinations, ","),
+					strings.Join(ts, ","), msTime(m.UpdatedAt)})
+			}
+			return table(g.stdout, []string{"NAME", "SOURCE", "VERSION", "DESTINATIONS", "TARGETS", "UPDATED"}, rows)
+		},
+	}
+}
+
+// credentialJSON is a credential's metadata in `secret list --json`.
+type credentialJSON struct {
+	Name         string       `json:"name"`
+	Source       string       `json:"source"`
+	Version      uint64       `json:"version"`
+	Destinations []string     `json:"destinations"`
+	Targets      []targetJSON `json:"targets"`
+	CreatedAt    int64        `json:"created_at_ms"`
+	UpdatedAt    int64        `json:"updated_at_ms"`
+}
+
+type targetJSON struct {
+	Target    string `json:"target"`
+	Template  string `json:"template,omitempty"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+}
+
+func credentialsJSON(ms []secretdapi.CredentialMeta) map[string]any {
+	out := make([]credentialJSON, 0, len(ms))
+	for _, m := range ms {
+		c := credentialJSON{Name: m.Name, Source: m.Source, Version: m.Version, Destinations: m.Destinations,
+			CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Targets: []targetJSON{}}
+		for _, t := range m.Targets {
+			c.Targets = append(c.Targets, targetJSON{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite})
+		}
+		out = append(out, c)
+	}
+	return map[string]any{"credentials": out}
+}
+
+func secretDeleteCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("secret delete")
+	return &ffcli.Command{
+		Name:       "delete",
+		ShortUsage: "hostctl secret delete NAME",
+		ShortHelp:  "delete a stored credential (leases already staged stay valid until used or expired)",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			name, err := oneName(fs, args, "secret delete")
+			if err != nil {
+				return err
+			}
+			c, err := g.client(daemon.NameSecretd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := secretdapi.NewClient(c).CredentialDelete(ctx, name); err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]string{"deleted": name})
+			}
+			_, err = fmt.Fprintf(g.stdout, "deleted %s\n", name)
+			return err
+		},
+	}
+}
+
+// msTime formats Unix milliseconds as RFC 3339 UTC, "-" for zero.
+func msTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+}
