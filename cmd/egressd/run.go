@@ -5,7 +5,18 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
+	"net/netip"
 
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/loopowner"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/cmd/egressd/internal/server"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/rpc"
 )
@@ -14,7 +25,9 @@ import (
 // also come from $EGRESSD_<FLAG> and the config file.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("egressd", flag.ContinueOnError)
-	roles := daemon.RoleFlags(fs, "stager", "client", "admin")
+	roles := daemon.RoleFlags(fs, egressdapi.RoleStager, egressdapi.RoleClient, egressdapi.RoleAdmin)
+	var f flags
+	f.register(fs)
 	env, err := daemon.Setup(fs, args, "egressd", daemon.NameEgressd, "EGRESSD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -30,13 +43,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg, err := f.config(env.Layout)
+	if err != nil {
+		return err
+	}
+	al, err := openAudit(env, cfg.AuditFsync)
+	if err != nil {
+		return err
+	}
+	defer al.Close()
+
+	secretd := rpc.NewClient(cfg.SecretdSocket, 0)
+	defer secretd.Close()
+	reg := bundle.NewRegistry(secretdapi.NewClient(secretd), env.Scrubber)
+	defer reg.DropAll()
+	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{cfg.ProxyAddress}})
+	defer tr.Close()
+	p := pipeline.New(pipeline.Config{
+		Registry: reg, Transport: tr, Owner: cfg.Owner, Audit: al, Logger: env.Logger,
+		Limits:      request.Limits{MaxBody: cfg.MaxBody},
+		MaxResponse: cfg.MaxResponse, Timeout: cfg.Timeout, StripResponse: cfg.Strip,
+	})
+	srv := &server.Server{Registry: reg, Pipeline: p, Audit: al, Logger: env.Logger, Info: egressdapi.InfoResponse{
+		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: cfg.ProxyAddress.String(), ProxySocket: cfg.ProxySocket,
+	}}
+	env.Logger.Info("egressd.config", slog.String(daemon.KeyEpoch, env.Epoch), slog.Int("host_map", len(cfg.HostMap)),
+		slog.String("secretd", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available))
 	svc := daemon.Service{
 		Name:        daemon.NameEgressd,
 		Socket:      env.Layout.Socket(daemon.NameEgressd),
 		SocketGroup: -1,
 		Logger:      env.Logger,
 		Roles:       r,
-		Ops:         []rpc.Op{daemon.Health(env.Epoch, env.Started, nil)},
+		Audit:       daemon.AuditSink(al, env.Logger),
+		Ops:         append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra)),
+		// egress.request answers can be slow: an upstream may take up to
+		// -request-timeout.
+		RPC: rpc.Config{MaxConns: 256},
 	}
 	return svc.Run(ctx)
+}
+
+// openAudit opens <log>/egressd/audit.jsonl with the chosen fsync policy.
+func openAudit(env *daemon.Env, fsync bool) (*audit.Log, error) {
+	if fsync {
+		return daemon.OpenAudit(env.Layout, daemon.NameEgressd, env.Scrubber)
+	}
+	return audit.Open(audit.Options{Dir: env.Layout.LogDir(daemon.NameEgressd), Name: daemon.AuditFile,
+		Daemon: daemon.NameEgressd, Scrubber: env.Scrubber, Fsync: audit.FsyncNever})
 }

@@ -20,6 +20,7 @@ import (
 // deps are secretd's wired parts, closed in reverse order.
 type deps struct {
 	log   *slog.Logger
+	alloc *secmem.Allocator
 	audit *audit.Log
 	reg   *credential.Registry
 	table *lease.Table
@@ -37,6 +38,7 @@ func build(env *daemon.Env, cfg *Config) (*deps, error) {
 		return nil, fmt.Errorf("secretd: epoch %q is not 16 hex characters", env.Epoch)
 	}
 	alloc := secmem.New(env.Logger)
+	d.alloc = alloc
 	st, err := store.Open(filepath.Join(env.Layout.StateDir(daemon.NameSecretd), "credentials"))
 	if err != nil {
 		return nil, err
@@ -104,6 +106,9 @@ func (d *deps) close(ctx context.Context) {
 	}
 	if d.reg != nil {
 		d.reg.Close()
+	}
+	if d.alloc != nil {
+		d.alloc.Close()
 	}
 	if d.audit != nil {
 		if err := d.audit.Close(); err != nil {

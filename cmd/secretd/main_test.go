@@ -185,6 +185,11 @@ func (d *proc) auditBytes(t *testing.T) []byte {
 	return all
 }
 
+var (
+	childCopy    sync.Once
+	childCopyErr error
+)
+
 // childResult is what the child client prints: op → error code ("" = ok).
 type childResult map[string]string
 
@@ -192,21 +197,21 @@ type childResult map[string]string
 // op on socket (consume and lookup with handle).
 func runChild(t *testing.T, socket string, handle []byte) childResult {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test secretdBin may live in a private build directory: copy it where
-	// the other uid can execute it.
+	// The test binary may live in a private build directory: copy it, once,
+	// where the other uid can execute it.
 	exe := filepath.Join(filepath.Dir(secretdBin), "secretd.test")
-	if _, err := os.Stat(exe); err != nil {
-		raw, err := os.ReadFile(self)
-		if err != nil {
-			t.Fatal(err)
+	childCopy.Do(func() {
+		self, err := os.Executable()
+		if err == nil {
+			var raw []byte
+			if raw, err = os.ReadFile(self); err == nil {
+				err = os.WriteFile(exe, raw, 0o755)
+			}
 		}
-		if err := os.WriteFile(exe, raw, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		childCopyErr = err
+	})
+	if childCopyErr != nil {
+		t.Fatal(childCopyErr)
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = []string{childEnv + "=1", "HK_SOCK=" + socket, "HK_HANDLE=" + hex.EncodeToString(handle)}

@@ -4,17 +4,51 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/rpc"
+
+	"hostkit.dev/cmd/supervisord/internal/manager"
 )
+
+// boolish is a flag value accepting 1/true/yes and 0/false/no (Go's bool
+// parsing refuses yes).
+type boolish bool
+
+func (b *boolish) String() string { return fmt.Sprint(bool(*b)) }
+
+// IsBoolFlag lets -host-runtime-enabled stand alone.
+func (b *boolish) IsBoolFlag() bool { return true }
+
+func (b *boolish) Set(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "1", "true", "yes", "on":
+		*b = true
+	case "0", "false", "no", "off", "":
+		*b = false
+	default:
+		return fmt.Errorf("want 1, true or yes (or 0, false, no), got %q", s)
+	}
+	return nil
+}
 
 // run parses args, builds the daemon and serves until ctx ends. Flags may
 // also come from $SUPERVISORD_<FLAG> and the config file.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisord", flag.ContinueOnError)
 	roles := daemon.RoleFlags(fs, "admin")
+	var hostRuntime boolish
+	fs.Var(&hostRuntime, "host-runtime-enabled", "run agents as host processes (1, true or yes); off: runtime host fails with runtime.not_implemented")
+	uidMin := fs.Int("agent-uid-min", 61184, "lowest agent uid (when root)")
+	uidMax := fs.Int("agent-uid-max", 65519, "highest agent uid (when root)")
+	workDir := fs.String("default-working-dir", "/", "working directory for instances whose request names none")
+	logMB := fs.Int("log-max-mb", 10, "size cap of one instance output log file, MiB")
+	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
 	env, err := daemon.Setup(fs, args, "supervisord", daemon.NameSupervisord, "SUPERVISORD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -22,24 +56,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *uidMin < 1000 || *uidMax < *uidMin {
+		return fmt.Errorf("-agent-uid-min/-agent-uid-max: bad range %d-%d", *uidMin, *uidMax)
+	}
 	r, err := roles()
 	if err != nil {
 		return err
 	}
 	name := daemon.NameSupervisord
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	socket := env.Layout.Socket(name)
+	if err := env.Layout.EnsurePublic(); err != nil {
+		return err
+	}
+	mgr, err := manager.New(manager.Config{
+		HostRuntimeEnabled: bool(hostRuntime), StateDir: env.Layout.StateDir(name),
+		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
+		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
+	})
+	if err != nil {
+		return err
+	}
 	alog, err := daemon.OpenAudit(env.Layout, name, env.Scrubber)
 	if err != nil {
 		return err
 	}
 	defer alog.Close()
+	mgr.Reconcile(ctx)
+	if w := mgr.Warning(); w != "" {
+		env.Logger.Warn("supervisord.not_isolated", "warning", w)
+	}
+	health := func(context.Context) map[string]any { return mgr.Health() }
 	svc := daemon.Service{
-		Name:        daemon.NameSupervisord,
-		Socket:      env.Layout.Socket(daemon.NameSupervisord),
+		Name:        name,
+		Socket:      socket,
 		SocketGroup: -1,
 		AuditLog:    alog,
 		Logger:      env.Logger,
 		Roles:       r,
-		Ops:         []rpc.Op{daemon.Health(env.Epoch, env.Started, nil)},
+		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, mgr.Ops()...),
 	}
 	return svc.Run(ctx)
 }

@@ -265,24 +265,30 @@ func (s *Server) admit(c *srvConn, req *wire.Request) (*Op, *Call, error) {
 	now := s.cfg.Now()
 	deadline := time.UnixMilli(req.Deadline)
 	if !deadline.After(now) {
-		return nil, nil, wire.Errorf(wire.CodeRequestDeadline, "deadline has passed")
+		return nil, nil, retry(wire.Errorf(wire.CodeRequestDeadline, "deadline has passed"), wire.RetrySafe)
 	}
 	if deadline.Sub(now) > s.cfg.MaxDeadline {
-		return nil, nil, wire.Errorf(wire.CodeRequestDeadline, "deadline is more than %s ahead", s.cfg.MaxDeadline)
+		return nil, nil, retry(wire.Errorf(wire.CodeRequestDeadline, "deadline is more than %s ahead", s.cfg.MaxDeadline), wire.RetrySafe)
 	}
 	var id [16]byte
 	copy(id[:], req.ID)
-	fresh, full := s.replay.add(id, deadline, now)
+	fresh, full := s.replay.add(c.Peer.UID, id, deadline, now)
 	if full {
 		return nil, nil, &wire.Error{Code: wire.CodeServerBusy, Msg: "replay cache is full", Retry: wire.RetrySafe}
 	}
 	if !fresh {
-		return nil, nil, wire.Errorf(wire.CodeRequestReplayed, "request id was already used")
+		return nil, nil, retry(wire.Errorf(wire.CodeRequestReplayed, "request id was already used"), wire.RetryAfterObserve)
 	}
 	if op.IdemRequired && req.Idem == "" {
 		return nil, nil, wire.Errorf(wire.CodeRequestIdemRequired, "%s requires an idempotency key", op.Name)
 	}
 	return op, &Call{Peer: c.Peer, Op: req.Op, ID: req.ID, Deadline: deadline, Idem: req.Idem, Corr: req.Corr, Body: req.Body}, nil
+}
+
+// retry sets e's retry hint to the one docs/protocol.md gives its code.
+func retry(e *wire.Error, r wire.Retry) *wire.Error {
+	e.Retry = r
+	return e
 }
 
 // run calls the handler, through the idempotency store when the request

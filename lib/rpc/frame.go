@@ -19,7 +19,7 @@ func readFrame(br *bufio.Reader, max int) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, io.EOF) && len(hdr) > 0 {
 			// Not wrapping io.EOF: that would read as a clean end.
-			return nil, wire.Wrap(wire.CodeFrameTruncated, "frame header truncated", io.ErrUnexpectedEOF)
+			return nil, &wire.Error{Code: wire.CodeFrameTruncated, Msg: "frame header truncated", Retry: wire.RetrySafe, Err: io.ErrUnexpectedEOF}
 		}
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func readFrame(br *bufio.Reader, max int) ([]byte, error) {
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(br, buf); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, wire.Wrap(wire.CodeFrameTruncated, "frame payload truncated", io.ErrUnexpectedEOF)
+			return nil, &wire.Error{Code: wire.CodeFrameTruncated, Msg: "frame payload truncated", Retry: wire.RetrySafe, Err: io.ErrUnexpectedEOF}
 		}
 		return nil, err
 	}

@@ -74,6 +74,7 @@ type Server struct {
 	replay  *replayCache
 	idem    *idemStore
 	sem     chan struct{}
+	denySem chan struct{} // slots for peers that hold no role: they never take a role holder's slot
 	active  atomic.Int64
 	lastAct atomic.Int64 // unix nanos of the last connection close
 	wg      sync.WaitGroup
@@ -115,7 +116,11 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 		replay: newReplayCache(1 << 20),
 		idem:   newIdemStore(cfg.IdemTTL, 1<<16),
 		sem:    make(chan struct{}, cfg.MaxConns),
-		conns:  make(map[*sock.Conn]*atomic.Bool),
+		// A peer without any role only ever gets peer.denied; it gets a
+		// small pool of its own, so idle connections from users who may
+		// reach the socket but hold no role cannot lock role holders out.
+		denySem: make(chan struct{}, max(1, cfg.MaxConns/8)),
+		conns:   make(map[*sock.Conn]*atomic.Bool),
 	}
 	for i := range ops {
 		op := ops[i]
@@ -168,8 +173,12 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 			err = aerr
 			break
 		}
+		sem := s.sem
+		if !s.cfg.Roles.Any(c.Peer.UID) {
+			sem = s.denySem
+		}
 		select {
-		case s.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		default:
 			s.refuse(c, wire.CodeServerBusy, "too many connections")
 			continue
@@ -178,7 +187,7 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.sem }()
+			defer func() { <-sem }()
 			defer s.track(c, false)
 			s.serveConn(ctx, hctx, c, idle)
 		}()

@@ -27,7 +27,7 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, Wrap(CodeFrameTruncated, "frame header truncated", err)
+			return nil, &Error{Code: CodeFrameTruncated, Msg: "frame header truncated", Retry: RetrySafe, Err: err}
 		}
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			// Wrap ErrUnexpectedEOF even when no payload byte arrived, so
 			// errors.Is(err, io.EOF) stays true only for a clean end.
-			return nil, Wrap(CodeFrameTruncated, "frame payload truncated", io.ErrUnexpectedEOF)
+			return nil, &Error{Code: CodeFrameTruncated, Msg: "frame payload truncated", Retry: RetrySafe, Err: io.ErrUnexpectedEOF}
 		}
 		return nil, err
 	}

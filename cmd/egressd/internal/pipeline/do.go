@@ -121,7 +121,7 @@ const (
 	KeyOrigin      = "origin"
 	KeyPath        = "path"
 	KeyAddress     = "address"
-	KeyCredentials = "credentials"
+	KeyCredentials = "attached"
 	KeyOwners      = "listener_uids"
 	KeyDecision    = "decision"
 	KeyReason      = "reason"

@@ -28,7 +28,7 @@ import (
 
 const (
 	token  = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	canary = "canary-Zq8v1X-value-7d1e"
+	canary = "canary:Zq8v1X/value+7d1e="
 	ph     = "hkp_abcdefghijklmnopqrstuvwxyz234567"
 )
 
@@ -52,8 +52,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type fixture struct {
 	t        *testing.T
@@ -146,10 +150,8 @@ func (f *fixture) do(in Input) (*Output, error) {
 // checkCanary scans every log line, audit record, error and response for
 // the canary in any encoding the scrubber knows.
 func (f *fixture) checkCanary() {
-	probe := redact.NewScrubber()
-	probe.Register([]byte(canary))
 	check := func(what, s string) {
-		if probe.Contains([]byte(s)) || strings.Contains(s, url.QueryEscape(url.QueryEscape(canary))) {
+		if leaks(s) {
 			f.t.Errorf("canary found in %s: %q", what, s)
 		}
 	}
@@ -186,4 +188,12 @@ func poolFrom(t *testing.T, pemBytes []byte) *x509.CertPool {
 		t.Fatal("bad CA PEM")
 	}
 	return p
+}
+
+// leaks reports whether s holds the canary in any encoding the scrubber
+// knows, or double percent-encoded.
+func leaks(s string) bool {
+	probe := redact.NewScrubber()
+	probe.Register([]byte(canary))
+	return probe.Contains([]byte(s)) || strings.Contains(s, url.QueryEscape(url.QueryEscape(canary)))
 }

@@ -3,8 +3,8 @@ package pipeline
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -25,7 +25,7 @@ import (
 // seen is what an upstream received.
 type seen struct {
 	Host   string
-	Path   string // decoded
+	Path   string // as sent (escaped)
 	Query  url.Values
 	Header http.Header
 	Body   []byte
@@ -40,7 +40,7 @@ type upstream struct {
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	s := seen{Host: r.Host, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	s := seen{Host: r.Host, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	u.mu.Lock()
 	u.got = append(u.got, s)
 	u.mu.Unlock()
@@ -74,7 +74,8 @@ var shapes = []shape{
 		if len(parts) < 3 {
 			return ""
 		}
-		return parts[2]
+		v, _ := url.PathUnescape(parts[2])
+		return v
 	}},
 	{"body", "body:/auth/key", "", "/v1/x", `{"auth":{},"n":1}`, func(s seen) string {
 		var v struct{ Auth struct{ Key string } }

@@ -28,7 +28,9 @@ type Scanner struct {
 	Holds func([]byte) bool
 }
 
-// Manual refuses a request in which a whole header value, a token of one,
+// Manual refuses a request in which a whole header value, a token of one
+// (split at space, comma and semicolon; also the part after "=" of a
+// "k=v" token),
 // a query parameter value, a path segment (percent-decoded) or the body
 // equals a held value: the caller holds raw material
 // (egress.manual_credential_rejected).
@@ -42,8 +44,9 @@ func (s Scanner) Manual(rec *request.Record) error {
 			if s.Holds([]byte(v)) {
 				return refuse
 			}
-			for _, tok := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == '=' }) {
-				if s.Holds([]byte(tok)) {
+			for _, tok := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' }) {
+				_, after, _ := strings.Cut(tok, "=")
+				if s.Holds([]byte(tok)) || s.Holds([]byte(after)) {
 					return refuse
 				}
 			}

@@ -171,4 +171,6 @@ func TestTLSVerifiedAndNoRedirects(t *testing.T) {
 	is.Equal(wire.CodeOf(err), egressdapi.CodeUpstreamError)
 }
 
-func itoa(p uint16) string { return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):] }
+func itoa(p uint16) string {
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
+}

@@ -31,7 +31,10 @@ func secretCmd(g *globals) *ffcli.Command {
 // stringsFlag collects a repeatable flag.
 type stringsFlag []string
 
-func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+// String joins the values with commas.
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+
+// Set appends one value.
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func secretPutCmd(g *globals) *ffcli.Command {

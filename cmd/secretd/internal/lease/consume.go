@@ -134,35 +134,26 @@ func (t *Table) Consume(invocation string, handles [][]byte, consumer sock.Peer)
 		sortFailures(r.Failures)
 		return r, nil
 	}
-	t.makeRoom(len(entries), now)
+	t.makeRoom(len(entries))
 	r.Leases = make([]Consumed, len(handles))
 	for i, e := range entries {
 		delete(t.leases, e.mac)
 		t.tombs[e.mac] = &tomb{stager: e.spec.Stager, consumer: consumer, consumedAt: now, expires: e.expires}
+		t.tombQ = append(t.tombQ, e.mac)
 		r.Leases[i] = Consumed{Spec: e.spec, Handle: handles[i], Placeholder: e.ph, Value: e.value, MAC: e.mac}
 		e.value = nil
 	}
 	return r, nil
 }
 
-// makeRoom keeps the tombstones under 4×MaxLeases: expired ones go first,
-// then arbitrary ones (a reuse of an evicted handle reads lease.not_found).
-// t.mu is held.
-func (t *Table) makeRoom(n int, now time.Time) {
+// makeRoom keeps the tombstones under 4×MaxLeases by dropping the oldest
+// first (a reuse of an evicted handle reads lease.not_found); it is O(1)
+// amortized. t.mu is held.
+func (t *Table) makeRoom(n int) {
 	limit := 4 * t.cfg.MaxLeases
-	if len(t.tombs)+n <= limit {
-		return
-	}
-	for mac, tb := range t.tombs {
-		if !now.Before(tb.expires) {
-			delete(t.tombs, mac)
-		}
-	}
-	for mac := range t.tombs {
-		if len(t.tombs)+n <= limit {
-			return
-		}
-		delete(t.tombs, mac)
+	for len(t.tombs)+n > limit && t.tombHead < len(t.tombQ) {
+		delete(t.tombs, t.tombQ[t.tombHead]) // a no-op for swept ones
+		t.tombHead++
 	}
 }
 

@@ -324,3 +324,26 @@ func TestOtherEpochIsStale(t *testing.T) {
 	_, _, err = b.Lookup(st.Handle)
 	is.Equal(wire.CodeOf(err), secretdapi.CodeLeaseStaleEpoch)
 }
+
+// TestTombstoneCap: tombstones stay under 4×MaxLeases, oldest evicted first.
+func TestTombstoneCap(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	tb, _ := newTable(t, nil) // MaxLeases 100
+	var first []byte
+	for i := range 450 {
+		st := stage(t, tb, "inv-cap", time.Minute)
+		if i == 0 {
+			first = st.Handle
+		}
+		res, err := tb.Consume("inv-cap", [][]byte{st.Handle}, consumer)
+		is.NoErr(err)
+		res.Leases[0].Value.Free()
+	}
+	_, tombs := tb.Counts()
+	is.Equal(tombs, 400)
+	res, _ := tb.Consume("inv-cap", [][]byte{first}, consumer)
+	is.Equal(wire.CodeOf(res.Err()), secretdapi.CodeLeaseNotFound) // evicted
+	tb.Sweep()
+	is.Equal(len(tb.tombQ), 400)
+}

@@ -62,6 +62,10 @@ type Table struct {
 	mu     sync.Mutex
 	leases map[MAC]*entry
 	tombs  map[MAC]*tomb
+	// tombQ lists tombstones in consumption order from tombHead on, for
+	// eviction; entries already swept are skipped, and Sweep compacts it.
+	tombQ    []MAC
+	tombHead int
 }
 
 // New returns an empty table with a fresh boot key.
@@ -220,6 +224,13 @@ func (t *Table) Sweep() (zeroed, tombs int) {
 			tombs++
 		}
 	}
+	q := make([]MAC, 0, len(t.tombs))
+	for _, mac := range t.tombQ[t.tombHead:] {
+		if _, ok := t.tombs[mac]; ok {
+			q = append(q, mac)
+		}
+	}
+	t.tombQ, t.tombHead = q, 0
 	t.mu.Unlock()
 	for _, b := range gone {
 		b.Free()
@@ -264,4 +275,5 @@ func (t *Table) Close() {
 		delete(t.leases, mac)
 	}
 	clear(t.tombs)
+	t.tombQ, t.tombHead = nil, 0
 }

@@ -8,9 +8,8 @@ func mapAnon(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, roundPage(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 }
 
-func lockMem(b []byte) error   { return unix.Mlock(b) }
-func unlockMem(b []byte) error { return unix.Munlock(b) }
-func unmap(b []byte) error     { return unix.Munmap(b) }
+func lockMem(b []byte) error { return unix.Mlock(b) }
+func unmap(b []byte) error   { return unix.Munmap(b) }
 
 func roundPage(n int) int {
 	p := unix.Getpagesize()

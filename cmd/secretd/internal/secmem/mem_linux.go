@@ -13,9 +13,8 @@ func mapAnon(n int) ([]byte, error) {
 	return mem, nil
 }
 
-func lockMem(b []byte) error   { return unix.Mlock(b) }
-func unlockMem(b []byte) error { return unix.Munlock(b) }
-func unmap(b []byte) error     { return unix.Munmap(b) }
+func lockMem(b []byte) error { return unix.Mlock(b) }
+func unmap(b []byte) error   { return unix.Munmap(b) }
 
 func roundPage(n int) int {
 	p := unix.Getpagesize()

@@ -21,12 +21,46 @@ func TestCopyFreeZeroes(t *testing.T) {
 	is.Equal(b.Bytes(), src)
 	is.Equal(b.Len(), len(src))
 	is.Equal(a.Live(), int64(1))
+	slotMem := b.s.mem // still mapped after Free: look at it
 	b.Free()
+	is.Equal(slotMem, make([]byte, len(slotMem))) // zeroed, whole slot
 	is.Equal(b.Len(), 0)
 	is.Equal(b.Bytes(), nil)
 	is.Equal(a.Live(), int64(0))
 	b.Free() // idempotent
 	is.Equal(string(b.AppendTo([]byte("x"))), "x")
+}
+
+func TestClasses(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ n, class int }{{1, 0}, {64, 0}, {65, 1}, {128, 1}, {129, 2}, {4096, 6}, {32769, 10}, {65536, 10}} {
+		is.New(t).Equal(classOf(tt.n), tt.class) // n
+		if MinSlot<<tt.class < tt.n {
+			t.Fatalf("class %d too small for %d", tt.class, tt.n)
+		}
+	}
+	is := is.New(t)
+	a := New(nil)
+	defer a.Close()
+	_, err := a.Copy(make([]byte, ChunkSize+1))
+	is.True(err != nil)
+	big, err := a.Copy(bytes.Repeat([]byte{1}, ChunkSize))
+	is.NoErr(err)
+	is.Equal(big.Len(), ChunkSize)
+	big.Free()
+	// Slots are reused: many values cost one chunk per class.
+	var bufs []*Buf
+	for range 2000 {
+		b, err := a.Copy([]byte("v"))
+		is.NoErr(err)
+		bufs = append(bufs, b)
+	}
+	for _, b := range bufs {
+		b.Free()
+	}
+	a.mu.Lock()
+	is.Equal(len(a.chunks), 3) // one 64 KiB slot, two chunks of 64 B slots
+	a.mu.Unlock()
 }
 
 func TestZero(t *testing.T) {

@@ -34,9 +34,9 @@ var seeds = map[string][]any{
 		&secretdapi.LeaseConsumeRequest{Handles: [][]byte{make([]byte, 40), {1}}, Invocation: "inv-1"},
 		map[string]any{"handles": []any{"str"}, "invocation": "i"},
 	},
-	"FuzzLeaseLookup": {&secretdapi.LeaseLookupRequest{Handle: make([]byte, 40)}, map[string]any{"handle": -1}},
-	"FuzzLeaseRevoke": {&secretdapi.LeaseRevokeRequest{Invocation: "inv-1"}, map[string]any{"invocation": []byte("x")}},
-	"FuzzLeaseList":   {&secretdapi.LeaseListRequest{Invocation: "inv-1"}, map[string]any{"extra": true}},
+	"FuzzLeaseLookup":    {&secretdapi.LeaseLookupRequest{Handle: make([]byte, 40)}, map[string]any{"handle": -1}},
+	"FuzzLeaseRevoke":    {&secretdapi.LeaseRevokeRequest{Invocation: "inv-1"}, map[string]any{"invocation": []byte("x")}},
+	"FuzzLeaseList":      {&secretdapi.LeaseListRequest{Invocation: "inv-1"}, map[string]any{"extra": true}},
 	"FuzzCredentialList": {map[string]any{}, map[string]any{"x": 1}},
 }
 
@@ -161,4 +161,3 @@ func FuzzLeaseList(f *testing.F) {
 	_, table := fuzzEnv(f)
 	decodeFuzz(f, func(t *testing.T, req *secretdapi.LeaseListRequest) { _ = table.List(req.Invocation) })
 }
-

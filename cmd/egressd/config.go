@@ -1,0 +1,116 @@
+package main
+
+import (
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/loopowner"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/daemon"
+)
+
+// flags are egressd's own flags (besides the common ones and roles).
+type flags struct {
+	proxyAddress  string
+	secretdSocket string
+	caFile        string
+	agentUIDs     string
+	auditFsync    string
+	resolve       daemon.StringList
+	strip         daemon.StringList
+	maxBody       int
+	maxResponse   int
+	timeout       time.Duration
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.proxyAddress, "proxy-address", "127.0.0.1:4750", "proxy listener address reported by egress.info (the proxy face is issue 5); never dialled")
+	fs.StringVar(&f.secretdSocket, "secretd-socket", "", "secretd's API socket (default <run>/secretd/api.sock)")
+	fs.StringVar(&f.caFile, "ca-file", "", "PEM file of extra CAs trusted for upstream TLS, besides the system roots")
+	fs.StringVar(&f.agentUIDs, "agent-uids", "61184-65519", "agent UID range FIRST-LAST: loopback listeners they own get no credential")
+	fs.StringVar(&f.auditFsync, "audit-fsync", "always", "audit log fsync policy: always or never")
+	fs.Var(&f.resolve, "resolve", "static host map entry HOST:PORT:ADDR (repeatable, as curl --resolve); the only way to reach a non-public address by name")
+	fs.Var(&f.strip, "strip-response-header", "response header to remove (repeatable; default "+strings.Join(pipeline.DefaultStripResponse, ",")+")")
+	fs.IntVar(&f.maxBody, "max-request-body", 4<<20, "largest request body, bytes")
+	fs.IntVar(&f.maxResponse, "max-response-body", 4<<20, "largest response body, bytes")
+	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "longest an upstream request may take")
+}
+
+// Config is egressd's validated configuration.
+type Config struct {
+	ProxyAddress  netip.AddrPort
+	ProxySocket   string
+	CABundlePath  string
+	SecretdSocket string
+	HostMap       transport.HostMap
+	RootCAs       *x509.CertPool // nil: system roots
+	Owner         loopowner.Checker
+	AuditFsync    bool
+	MaxBody       int
+	MaxResponse   int
+	Timeout       time.Duration
+	Strip         []string
+}
+
+func (f *flags) config(l daemon.Layout) (*Config, error) {
+	c := &Config{
+		ProxySocket:   filepath.Join(l.Run, daemon.NameEgressd, "proxy.sock"),
+		CABundlePath:  filepath.Join(l.Public, "egressd-ca.pem"),
+		SecretdSocket: f.secretdSocket,
+		HostMap:       transport.HostMap{},
+		MaxBody:       f.maxBody,
+		MaxResponse:   f.maxResponse,
+		Timeout:       f.timeout,
+		Strip:         f.strip,
+	}
+	var err error
+	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
+		return nil, fmt.Errorf("-proxy-address: %w", err)
+	}
+	if c.SecretdSocket == "" {
+		c.SecretdSocket = l.Socket(daemon.NameSecretd)
+	}
+	for _, r := range f.resolve {
+		if err := c.HostMap.ParseResolve(r); err != nil {
+			return nil, fmt.Errorf("-resolve: %w", err)
+		}
+	}
+	if f.caFile != "" {
+		pem, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-ca-file: %w", err)
+		}
+		if c.RootCAs, err = x509.SystemCertPool(); err != nil {
+			c.RootCAs = x509.NewCertPool()
+		}
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-ca-file: %s holds no PEM certificate", f.caFile)
+		}
+	}
+	lo, hi, ok := strings.Cut(f.agentUIDs, "-")
+	a, err1 := strconv.ParseUint(lo, 10, 32)
+	b, err2 := strconv.ParseUint(hi, 10, 32)
+	if !ok || err1 != nil || err2 != nil || a > b || a == 0 {
+		return nil, fmt.Errorf("-agent-uids: want FIRST-LAST, got %q", f.agentUIDs)
+	}
+	c.Owner = loopowner.Checker{AgentMin: uint32(a), AgentMax: uint32(b)}
+	switch f.auditFsync {
+	case "always":
+		c.AuditFsync = true
+	case "never":
+	default:
+		return nil, fmt.Errorf("-audit-fsync: want always or never, got %q", f.auditFsync)
+	}
+	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
+		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
+	}
+	return c, nil
+}

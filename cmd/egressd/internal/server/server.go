@@ -1,0 +1,146 @@
+// Package server maps egressd's ops (lib/api/egressdapi) onto the bundle
+// registry and the pipeline: bundle.register, bundle.drop, egress.info,
+// egress.request, egress.stats, and the bundle counts health reports.
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+)
+
+// Server holds what the ops need.
+type Server struct {
+	Registry *bundle.Registry
+	Pipeline *pipeline.Pipeline
+	Audit    pipeline.Auditor
+	Logger   *slog.Logger
+	Info     egressdapi.InfoResponse // epoch, proxy address and socket, CA bundle path
+}
+
+// Ops returns the op table (health is added by the caller).
+func (s *Server) Ops() []rpc.Op {
+	return []rpc.Op{
+		{Name: egressdapi.OpBundleRegister, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.register},
+		{Name: egressdapi.OpBundleDrop, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.drop},
+		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.info},
+		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.request},
+		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: s.stats},
+	}
+}
+
+// HealthExtra returns the fields egressd adds to health: bundle and
+// credential counts.
+func (s *Server) HealthExtra(context.Context) map[string]any {
+	b, c := s.Registry.Counts()
+	return map[string]any{"bundles": b, "credentials": c}
+}
+
+func actor(call *rpc.Call) audit.Actor {
+	return audit.Actor{UID: int(call.Peer.UID), PID: int(call.Peer.PID)}
+}
+
+func (s *Server) register(ctx context.Context, call *rpc.Call) (any, error) {
+	var req egressdapi.BundleRegisterRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	ctx = rpc.WithCorr(ctx, call.Corr)
+	fields := map[string]any{"invocation": req.Invocation, "handles": len(req.Handles), "policy_rules": len(req.Policy.Allow)}
+	pair, err := s.Audit.Begin(ctx, audit.Record{Actor: actor(call), Op: egressdapi.OpBundleRegister, Corr: call.Corr, Fields: fields})
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, "audit log unavailable", err)
+	}
+	b, err := s.Registry.Register(ctx, &req)
+	outcome := audit.OutcomeOK
+	if err != nil {
+		outcome = audit.OutcomeRefused
+	} else {
+		var names []string
+		_ = b.Use(func(cs []*bundle.Credential) error {
+			for _, c := range cs {
+				names = append(names, c.Name+" → "+c.Destination.String()+" "+c.Target.String())
+			}
+			return nil
+		})
+		fields["leases"] = names
+	}
+	if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, wire.CodeOf(err), fields); aerr != nil {
+		s.Logger.Error("audit.append_failed", slog.String("op", egressdapi.OpBundleRegister), slog.Any("err", aerr))
+	}
+	s.Logger.Info(egressdapi.OpBundleRegister, slog.String("invocation", req.Invocation), slog.Int("handles", len(req.Handles)),
+		slog.String("code", wire.CodeOf(err)), slog.String("corr", call.Corr))
+	if err != nil {
+		return nil, err
+	}
+	return &egressdapi.BundleRegisterResponse{Epoch: s.Info.Epoch}, nil
+}
+
+func (s *Server) drop(ctx context.Context, call *rpc.Call) (any, error) {
+	var req egressdapi.BundleDropRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	err := s.Registry.Drop(req.Invocation)
+	outcome := audit.OutcomeOK
+	if err != nil {
+		outcome = audit.OutcomeRefused
+	}
+	if _, aerr := s.Audit.Append(ctx, audit.Record{Actor: actor(call), Op: egressdapi.OpBundleDrop, Outcome: outcome,
+		Code: wire.CodeOf(err), Corr: call.Corr, Fields: map[string]any{"invocation": req.Invocation}}); aerr != nil {
+		s.Logger.Error("audit.append_failed", slog.String("op", egressdapi.OpBundleDrop), slog.Any("err", aerr))
+	}
+	s.Logger.Info(egressdapi.OpBundleDrop, slog.String("invocation", req.Invocation), slog.String("code", wire.CodeOf(err)))
+	if err != nil {
+		return nil, err
+	}
+	return &egressdapi.BundleDropResponse{}, nil
+}
+
+func (s *Server) info(_ context.Context, call *rpc.Call) (any, error) {
+	var req struct{}
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	info := s.Info
+	return &info, nil
+}
+
+func (s *Server) request(ctx context.Context, call *rpc.Call) (any, error) {
+	var req egressdapi.RequestRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	in := pipeline.Input{Invocation: req.Invocation, Method: req.Method, URL: req.URL, Body: req.Body, Actor: actor(call), Corr: call.Corr}
+	for _, h := range req.Headers {
+		in.Header = append(in.Header, request.Field{Name: h.Name, Value: h.Value})
+	}
+	out, err := s.Pipeline.Do(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	resp := &egressdapi.RequestResponse{Status: out.Status, Body: out.Body}
+	for _, h := range out.Header {
+		resp.Headers = append(resp.Headers, egressdapi.Header{Name: h.Name, Value: h.Value})
+	}
+	return resp, nil
+}
+
+func (s *Server) stats(_ context.Context, call *rpc.Call) (any, error) {
+	var req egressdapi.StatsRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	st, err := s.Registry.Stats(req.Invocation)
+	if err != nil {
+		return nil, err
+	}
+	return &egressdapi.StatsResponse{Invocations: st}, nil
+}

@@ -1,0 +1,54 @@
+// Package holder is the per-instance holder process (`supervisord holder`,
+// the same binary re-executed): it starts the agent in its own session
+// (on a PTY when asked), is its child subreaper and single reaper, drains
+// its output into a ring buffer and the size-capped log, records the exit
+// status, serves status, attach, signal and stop on its own socket, and on
+// stop freezes and kills the whole process tree.
+package holder
+
+import (
+	api "hostkit.dev/lib/api/supervisordapi"
+)
+
+// Op names served on a holder socket (to supervisord's uid only).
+const (
+	OpStatus = "holder.status"
+	OpStop   = "holder.stop"
+	OpSignal = "holder.signal"
+	OpAttach = "holder.attach"
+)
+
+// RingSize is the size of the output ring buffer replayed on attach.
+const RingSize = 256 << 10
+
+// Status is a holder's answer to status and stop.
+type Status struct {
+	AgentPID    int64           `msgpack:"agent_pid"`
+	Descendants int64           `msgpack:"descendants"` // live processes of the tree, leader included
+	Exit        *api.ExitStatus `msgpack:"exit"`
+	PGID        int64           `msgpack:"pgid"`
+	State       string          `msgpack:"state"` // api.State*
+}
+
+// StopRequest asks the holder to stop the tree: SIGTERM (and SIGCONT) to
+// the process group and every descendant, wait up to TimeoutMS for the tree
+// to end, then freeze and kill what remains.
+type StopRequest struct {
+	TimeoutMS int64 `msgpack:"timeout_ms"`
+}
+
+// SignalRequest sends Signal to the process group (while the leader runs)
+// or to every descendant (after it exited).
+type SignalRequest struct {
+	Signal int64 `msgpack:"signal"`
+}
+
+// AttachRequest opens an attach stream; Rows and Cols (when not zero)
+// resize the PTY first.
+type AttachRequest struct {
+	Cols uint16 `msgpack:"cols"`
+	Rows uint16 `msgpack:"rows"`
+}
+
+// Empty is an empty body.
+type Empty struct{}

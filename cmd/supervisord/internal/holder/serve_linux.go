@@ -1,0 +1,172 @@
+//go:build linux
+
+package holder
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/proc"
+)
+
+// sendTimeout bounds one write to an attached client: a client that cannot
+// take a frame in this time is dropped.
+const sendTimeout = 5 * time.Second
+
+func (h *holder) ops() []rpc.Op {
+	return []rpc.Op{
+		{Name: OpStatus, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
+			var req Empty
+			if err := call.Decode(&req); err != nil {
+				return nil, err
+			}
+			return h.status(), nil
+		}},
+		{Name: OpStop, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
+			var req StopRequest
+			if err := call.Decode(&req); err != nil {
+				return nil, err
+			}
+			h.stop(time.Duration(req.TimeoutMS) * time.Millisecond)
+			select {
+			case <-h.finished:
+			case <-ctx.Done():
+			case <-time.After(drainGrace + time.Second):
+			}
+			return h.status(), nil
+		}},
+		{Name: OpSignal, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
+			var req SignalRequest
+			if err := call.Decode(&req); err != nil {
+				return nil, err
+			}
+			if req.Signal <= 0 || req.Signal > 64 {
+				return nil, wire.Errorf(api.CodeSignalInvalid, "signal out of range")
+			}
+			return Empty{}, h.signal(unix.Signal(req.Signal))
+		}},
+		{Name: OpAttach, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
+			var req AttachRequest
+			if err := call.Decode(&req); err != nil {
+				return nil, err
+			}
+			if req.Rows > 0 && req.Cols > 0 {
+				_ = h.resize(req.Rows, req.Cols)
+			}
+			return Empty{}, nil
+		}, Stream: h.attach},
+	}
+}
+
+func (h *holder) status() *Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &Status{AgentPID: int64(h.leader), PGID: int64(h.pgid), Exit: h.exit, State: h.stateLocked()}
+	if !isClosed(h.treeEmpty) {
+		s.Descendants = int64(len(proc.Descendants(os.Getpid())))
+	}
+	return s
+}
+
+// resize sets the PTY size. instance.exited once the leader is reaped.
+func (h *holder) resize(rows, cols uint16) error {
+	if h.pty == nil {
+		return wire.Errorf(api.CodeInstanceInvalid, "the instance has no terminal")
+	}
+	if isClosed(h.leaderDone) {
+		return errExited
+	}
+	return pty.Setsize(h.pty, &pty.Winsize{Rows: rows, Cols: cols})
+}
+
+// input writes b to the PTY (dropped without one, or after exit).
+func (h *holder) input(b []byte) {
+	if h.pty == nil || isClosed(h.finished) {
+		return
+	}
+	h.pty.SetWriteDeadline(time.Now().Add(sendTimeout))
+	_, _ = h.pty.Write(b)
+}
+
+// attach replays the ring, then streams output until the client detaches,
+// falls behind (stream.slow_client), or the tree ends (an exit frame).
+func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
+	snap, cl := h.hub.subscribe()
+	defer h.hub.unsubscribe(cl)
+	send := func(f *wire.StreamFrame) error {
+		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
+		return st.Send(f)
+	}
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			f, err := st.Recv()
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			switch f.T {
+			case wire.StreamData:
+				h.input(f.B)
+			case wire.StreamResize:
+				if err := h.resize(f.Rows, f.Cols); err != nil {
+					we := wire.AsError(err)
+					_ = send(&wire.StreamFrame{T: wire.StreamError, Code: we.Code, Msg: we.Msg})
+					recvDone <- nil
+					return
+				}
+			case wire.StreamDetach, wire.StreamExit, wire.StreamError:
+				recvDone <- nil
+				return
+			}
+		}
+	}()
+	defer func() { st.Close(); <-recvDone }()
+	for len(snap) > 0 {
+		n := min(len(snap), 64<<10)
+		if err := send(&wire.StreamFrame{T: wire.StreamData, B: snap[:n]}); err != nil {
+			return nil
+		}
+		snap = snap[n:]
+	}
+	for {
+		select {
+		case b, ok := <-cl.ch:
+			if !ok {
+				return h.sendExit(ctx, send)
+			}
+			if err := send(&wire.StreamFrame{T: wire.StreamData, B: b}); err != nil {
+				return nil
+			}
+		case <-cl.dropped:
+			_ = send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeStreamSlow, Msg: "client fell behind the output and was dropped"})
+			return nil
+		case err := <-recvDone:
+			recvDone <- err
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// sendExit waits for the leader's exit status and sends the exit frame.
+func (h *holder) sendExit(ctx context.Context, send func(*wire.StreamFrame) error) error {
+	select {
+	case <-h.leaderDone:
+	case <-ctx.Done():
+		return nil
+	}
+	h.mu.Lock()
+	code := ExitCode(h.exit)
+	h.mu.Unlock()
+	_ = send(&wire.StreamFrame{T: wire.StreamExit, Status: code})
+	return nil
+}

@@ -1,0 +1,129 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
+
+// holderTimeout bounds a status call to a holder.
+const holderTimeout = 3 * time.Second
+
+func terminal(state string) bool { return state == api.StateStopped || state == api.StateExited }
+
+// load reads instance id's metadata. instance.not_found when missing.
+func (m *Manager) load(id string) (*store.Metadata, error) {
+	id, err := api.CanonicalID(id)
+	if err != nil {
+		return nil, err
+	}
+	md, err := m.st.Load(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, wire.Errorf(api.CodeInstanceNotFound, "no instance %s", id)
+	}
+	return md, err
+}
+
+// holderClient returns an rpc client for instance id's holder.
+func (m *Manager) holderClient(id string, timeout time.Duration) *rpc.Client {
+	return rpc.NewClient(m.sockPath(id), timeout)
+}
+
+// holderStatus asks the holder for its status.
+func (m *Manager) holderStatus(ctx context.Context, id string) (*holder.Status, error) {
+	c := m.holderClient(id, holderTimeout)
+	defer c.Close()
+	var s holder.Status
+	return &s, c.Call(ctx, holder.OpStatus, nil, &s)
+}
+
+// reconcile brings md up to date with what is on disk and alive, and
+// saves it; the caller holds the instance lock. A live holder is adopted;
+// a finished one yields its exit.json; a dead one without exit.json leaves
+// an exited(unknown) instance, and an agent that outlived it (identity
+// verified) is killed — nothing is signalled on an identity mismatch.
+func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
+	if terminal(md.State) {
+		return
+	}
+	id := md.ID
+	var ex store.ExitRecord
+	if err := m.st.ReadJSON(id, store.FileExit, &ex); err == nil {
+		m.applyExit(md, &ex)
+		return
+	}
+	var hr store.HolderRecord
+	haveRec := m.st.ReadJSON(id, store.FileHolder, &hr) == nil
+	if haveRec && md.Agent.PID == 0 {
+		// Crash between spawn and metadata: the holder's record wins.
+		md.Holder, md.Agent, md.PGID, md.StartedAt = hr.Holder, hr.Agent, hr.PGID, hr.StartedAt
+		md.State = api.StateRunning
+	}
+	if m.holderAlive(id) {
+		if s, err := m.holderStatus(ctx, id); err == nil && !terminal(s.State) {
+			md.State = s.State
+		}
+		md.UpdatedAt = time.Now().UnixMilli()
+		_ = m.st.Save(md)
+		return
+	}
+	if md.State == api.StateCreated {
+		var in store.Intent
+		if m.st.ReadJSON(id, store.FileIntent, &in) != nil {
+			return // never started
+		}
+	}
+	// The exit record may have landed while we looked.
+	if err := m.st.ReadJSON(id, store.FileExit, &ex); err == nil {
+		m.applyExit(md, &ex)
+		return
+	}
+	killed := killOrphan(md)
+	m.cfg.Logger.Warn("instance.holder_lost", slog.String("instance", id), slog.Bool("orphan_killed", killed))
+	md.State = api.StateExited
+	md.Exit = &api.ExitStatus{Unknown: true}
+	md.ExitedAt = time.Now().UnixMilli()
+	md.UpdatedAt = md.ExitedAt
+	_ = m.st.Save(md)
+}
+
+func (m *Manager) applyExit(md *store.Metadata, ex *store.ExitRecord) {
+	md.State = api.StateExited
+	if ex.Stopped {
+		md.State = api.StateStopped
+	}
+	e := ex.Exit
+	md.Exit = &e
+	md.ExitedAt = ex.ExitedAt
+	md.UpdatedAt = time.Now().UnixMilli()
+	_ = m.st.Save(md)
+}
+
+// Reconcile reconciles every instance directory (at start).
+func (m *Manager) Reconcile(ctx context.Context) {
+	ids, err := m.st.IDs()
+	if err != nil {
+		m.cfg.Logger.Error("instance.reconcile", slog.Any("err", err))
+		return
+	}
+	for _, id := range ids {
+		unlock := m.lock(id)
+		md, err := m.st.Load(id)
+		if err == nil {
+			m.reconcile(ctx, md)
+			m.cfg.Logger.Info("instance.reconciled", slog.String("instance", id), slog.String("state", md.State))
+		} else {
+			m.cfg.Logger.Warn("instance.unreadable", slog.String("instance", id), slog.Any("err", err))
+		}
+		unlock()
+	}
+}

@@ -1,0 +1,122 @@
+// Package manager is supervisord's instance manager: it provisions host
+// instances (one holder process each), reconciles instance directories at
+// start, and answers status, list, stop, destroy, signal, logs and attach.
+package manager
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
+
+// Config is the manager's configuration.
+type Config struct {
+	HostRuntimeEnabled bool   // -host-runtime-enabled
+	StateDir           string // <state>/supervisord; instances live in StateDir/instances
+	HolderDir          string // <run>/supervisord/h: holder sockets
+	Exe                string // this binary, re-executed as `supervisord holder`
+	DefaultWorkingDir  string // used when a request names none
+	UIDMin, UIDMax     int    // agent uid range (inclusive), used when root
+	LogMaxMB           int    // output log size cap per file, MiB (min 1)
+	LogFiles           int    // output log files kept, the current one included (min 1)
+	Logger             *slog.Logger
+}
+
+// Manager owns every instance directory.
+type Manager struct {
+	cfg     Config
+	st      store.Store
+	root    bool // supervisord runs as root: agents get their own uid
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	uidMu   sync.Mutex
+	uids    map[string]int // instance → agent uid, guarded by uidMu
+	streams sync.Map       // call id → holder stream opened by the attach handler
+}
+
+// New returns a manager; it creates the instances directory.
+func New(cfg Config) (*Manager, error) {
+	if cfg.LogMaxMB < 1 {
+		cfg.LogMaxMB = 1
+	}
+	if cfg.LogFiles < 1 {
+		cfg.LogFiles = 1
+	}
+	m := &Manager{cfg: cfg, st: store.Store{Root: filepath.Join(cfg.StateDir, "instances")}, root: os.Geteuid() == 0, locks: map[string]*sync.Mutex{}, uids: map[string]int{}}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := m.st.Init(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Isolated reports whether agents run under their own uid.
+func (m *Manager) Isolated() bool { return m.root }
+
+// Warning is the "agents are not isolated" warning, or "".
+func (m *Manager) Warning() string {
+	if m.root {
+		return ""
+	}
+	return api.NotIsolatedWarning
+}
+
+// lock returns instance id's operation lock, locked.
+func (m *Manager) lock(id string) func() {
+	m.mu.Lock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// tryLock is lock without waiting; ok false when an operation holds it.
+func (m *Manager) tryLock(id string) (unlock func(), ok bool) {
+	m.mu.Lock()
+	l, found := m.locks[id]
+	if !found {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	if !l.TryLock() {
+		return nil, false
+	}
+	return l.Unlock, true
+}
+
+// sockPath is instance id's holder socket.
+func (m *Manager) sockPath(id string) string {
+	return filepath.Join(m.cfg.HolderDir, api.Hex16(id)+".sock")
+}
+
+// Health returns supervisord's health fields.
+func (m *Manager) Health() map[string]any {
+	counts := map[string]int64{}
+	ids, _ := m.st.IDs()
+	for _, id := range ids {
+		if md, err := m.st.Load(id); err == nil {
+			counts[md.State]++
+		}
+	}
+	h := map[string]any{
+		"host_runtime_enabled": m.cfg.HostRuntimeEnabled,
+		"agents_isolated":      m.root,
+		"instances":            counts,
+	}
+	if w := m.Warning(); w != "" {
+		h["warning"] = w
+	}
+	return h
+}

@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
+
+// DefaultPath is the agent's PATH when its request gives none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Provision creates an instance and, with req.Start, starts its holder.
+// Idempotent on the instance id: the same request answers the instance's
+// current status; a different one is instance.conflict.
+func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*api.Instance, error) {
+	if err := m.normalize(req); err != nil {
+		return nil, err
+	}
+	dg, err := digest(req)
+	if err != nil {
+		return nil, err
+	}
+	id := req.InstanceID
+	unlock := m.lock(id)
+	defer unlock()
+	if err := m.st.Create(id); err != nil {
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		md, lerr := m.st.Load(id)
+		if lerr != nil {
+			return nil, wire.Wrap(api.CodeInstanceExists, "an instance directory with this id exists but has no readable metadata", lerr)
+		}
+		if md.RequestDigest != dg {
+			return nil, wire.Errorf(api.CodeInstanceConflict, "instance %s exists with a different request", id)
+		}
+		return m.statusLocked(ctx, md), nil
+	}
+	md, err := m.create(id, dg, req)
+	if err != nil {
+		os.RemoveAll(m.st.Dir(id))
+		return nil, err
+	}
+	if req.Start {
+		if err := m.spawn(ctx, md); err != nil {
+			md.State = api.StateExited
+			md.Exit = &api.ExitStatus{Unknown: true}
+			md.ExitedAt = time.Now().UnixMilli()
+			_ = m.st.Save(md)
+			return nil, err
+		}
+	}
+	m.cfg.Logger.Info("instance.provision", slog.String("instance", id), slog.String("state", md.State), slog.Int("agent_uid", md.Spec.AgentUID))
+	return m.view(md, nil), nil
+}
+
+// create writes agent.env and metadata.json of a new instance directory.
+func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metadata, error) {
+	uid := -1
+	if m.root {
+		var err error
+		if uid, err = m.allocUID(id); err != nil {
+			return nil, err
+		}
+	}
+	env := m.agentEnv(id, req)
+	b, err := store.EncodeEnv(env)
+	if err != nil {
+		return nil, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
+	}
+	if err := store.WriteFile(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	md := &store.Metadata{
+		ID: id, RequestDigest: dg, Request: *req, State: api.StateCreated,
+		Session: api.SessionDirect, WatchAgent: api.WatchAgent(id), CreatedAt: now, UpdatedAt: now,
+		Spec: store.Spec{
+			Command: req.Command, WorkingDir: req.WorkingDir, PTY: req.PTY, Rows: req.PTYRows, Cols: req.PTYCols,
+			SessionBackend: req.SessionBackend, Network: api.NetworkHost, AgentUID: uid,
+			StopTimeoutMS: req.StopTimeoutMS, LogMaxMB: m.cfg.LogMaxMB, LogFiles: m.cfg.LogFiles,
+		},
+	}
+	if req.Network != nil {
+		md.Spec.Network, md.Spec.Allow = req.Network.Mode, req.Network.Allow
+	}
+	return md, m.st.Save(md)
+}
+
+// agentEnv is the exact environment the agent gets (agent.env).
+func (m *Manager) agentEnv(id string, req *api.ProvisionRequest) map[string]string {
+	env := map[string]string{"PATH": DefaultPath, "HOME": req.WorkingDir, "LANG": "C.UTF-8"}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	if req.PTY && env["TERM"] == "" {
+		env["TERM"] = "xterm-256color"
+	}
+	env["HOSTKIT_INSTANCE_ID"] = id
+	env["HOSTKIT_WATCH_AGENT"] = api.WatchAgent(id)
+	if req.Loadout != "" {
+		env["HOSTKIT_LOADOUT"] = req.Loadout
+	}
+	if req.Profile != "" {
+		env["HOSTKIT_PROFILE"] = req.Profile
+	}
+	kv := make([]string, 0, len(env))
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	out := map[string]string{}
+	for _, s := range holder.StripEnv(kv) {
+		for i := 0; i < len(s); i++ {
+			if s[i] == '=' {
+				out[s[:i]] = s[i+1:]
+				break
+			}
+		}
+	}
+	return out
+}
+
+// allocUID picks the lowest agent uid in the range that no instance
+// holds (on disk, or reserved in memory by a provision under way).
+func (m *Manager) allocUID(id string) (int, error) {
+	m.uidMu.Lock()
+	defer m.uidMu.Unlock()
+	used := map[int]bool{}
+	for _, u := range m.uids {
+		used[u] = true
+	}
+	ids, _ := m.st.IDs()
+	for _, other := range ids {
+		if md, err := m.st.Load(other); err == nil && other != id {
+			used[md.Spec.AgentUID] = true
+		}
+	}
+	for u := m.cfg.UIDMin; u <= m.cfg.UIDMax; u++ {
+		if !used[u] {
+			m.uids[id] = u
+			return u, nil
+		}
+	}
+	return 0, wire.Errorf(api.CodeUIDExhausted, "no free agent uid in %d-%d", m.cfg.UIDMin, m.cfg.UIDMax)
+}
+
+// freeUID forgets instance id's uid reservation.
+func (m *Manager) freeUID(id string) {
+	m.uidMu.Lock()
+	defer m.uidMu.Unlock()
+	delete(m.uids, id)
+}
+
+func newNonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

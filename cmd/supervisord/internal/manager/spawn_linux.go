@@ -1,0 +1,93 @@
+//go:build linux
+
+package manager
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
+
+// spawnTimeout bounds the wait for a holder's ready line.
+const spawnTimeout = 15 * time.Second
+
+// spawn writes the intent record, starts the holder in a session of its
+// own (so it outlives supervisord) and waits for its ready line on fd 3.
+// The caller holds the instance lock.
+func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
+	id := md.ID
+	nonce := newNonce()
+	if err := store.WriteJSON(m.st.Path(id, store.FileIntent), store.Intent{Nonce: nonce, CreatedAt: time.Now().UnixMilli()}); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.cfg.HolderDir, 0o700); err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	errf, err := os.OpenFile(m.st.Path(id, store.FileHolderErr), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		pw.Close()
+		return err
+	}
+	cmd := exec.Command(m.cfg.Exe, "holder", "-dir", m.st.Dir(id), "-sock", m.sockPath(id), "-nonce", nonce)
+	cmd.Env = []string{"PATH=" + DefaultPath}
+	cmd.Stderr = errf
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	pw.Close()
+	errf.Close()
+	if err != nil {
+		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder could not start", err)
+	}
+	go cmd.Wait() // reap the holder if it ends while we run; it owns its tree
+	type result struct {
+		r   holder.Ready
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		line, err := bufio.NewReader(pr).ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &res.r)
+		}
+		res.err = err
+		done <- res
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(spawnTimeout):
+		pr.Close()
+		return wire.Errorf(api.CodeInstanceSpawnFailed, "the holder did not report ready in time")
+	}
+	if res.err != nil {
+		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder ended before it was ready", res.err)
+	}
+	if res.r.Error != "" {
+		return wire.Errorf(api.CodeInstanceSpawnFailed, "the agent could not start: %s", res.r.Error)
+	}
+	rec := res.r.Record
+	md.Holder, md.Agent, md.PGID, md.StartedAt = rec.Holder, rec.Agent, rec.PGID, rec.StartedAt
+	md.State = api.StateRunning
+	md.UpdatedAt = time.Now().UnixMilli()
+	return m.st.Save(md)
+}
+
+var errNoHolder = errors.New("manager: holder is not running")

@@ -1,0 +1,112 @@
+package manager
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
+)
+
+// normalize validates req and fills defaults. Errors: runtime.*,
+// instance.invalid_id, instance.invalid, working_dir.not_found,
+// credentials.unavailable.
+func (m *Manager) normalize(req *api.ProvisionRequest) error {
+	switch req.Runtime {
+	case "", api.RuntimeHost:
+		req.Runtime = api.RuntimeHost
+	case api.RuntimeContainer:
+		return wire.Errorf(api.CodeRuntimeUnavailable, "the container runtime is not available (no containerization-helper); it is never run on the host")
+	default:
+		return wire.Errorf(api.CodeInstanceInvalid, "runtime must be host or container")
+	}
+	if !m.cfg.HostRuntimeEnabled {
+		return wire.Errorf(api.CodeRuntimeNotImplemented, "the host runtime is not enabled (-host-runtime-enabled)")
+	}
+	if runtime.GOOS != "linux" {
+		return wire.Errorf(api.CodeRuntimeNotImplemented, "the host runtime needs Linux")
+	}
+	if req.InstanceID == "" {
+		req.InstanceID = api.NewID()
+	}
+	id, err := api.CanonicalID(req.InstanceID)
+	if err != nil {
+		return err
+	}
+	req.InstanceID = id
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return wire.Errorf(api.CodeInstanceInvalid, "command is required")
+	}
+	for _, a := range req.Command {
+		if strings.ContainsRune(a, 0) {
+			return wire.Errorf(api.CodeInstanceInvalid, "command arguments must not hold NUL")
+		}
+	}
+	if req.WorkingDir == "" {
+		req.WorkingDir = m.cfg.DefaultWorkingDir
+	}
+	if !filepath.IsAbs(req.WorkingDir) {
+		return wire.Errorf(api.CodeWorkingDirNotFound, "working_dir must be an absolute path")
+	}
+	if fi, err := os.Stat(req.WorkingDir); err != nil || !fi.IsDir() {
+		return wire.Errorf(api.CodeWorkingDirNotFound, "working_dir does not exist or is not a directory")
+	}
+	switch {
+	case req.StopTimeoutMS == 0:
+		req.StopTimeoutMS = api.DefaultStopTimeoutMS
+	case req.StopTimeoutMS < api.MinStopTimeoutMS || req.StopTimeoutMS > api.MaxStopTimeoutMS:
+		return wire.Errorf(api.CodeInstanceInvalid, "stop_timeout_ms must be 1000..300000")
+	}
+	if req.PTY {
+		if req.PTYRows == 0 {
+			req.PTYRows = api.DefaultRows
+		}
+		if req.PTYCols == 0 {
+			req.PTYCols = api.DefaultCols
+		}
+	}
+	switch req.SessionBackend {
+	case "", api.BackendNative:
+		req.SessionBackend = api.BackendNative
+	case api.BackendTmux:
+		return wire.Errorf(api.CodeRuntimeNotImplemented, "session_backend tmux is not implemented yet")
+	default:
+		return wire.Errorf(api.CodeInstanceInvalid, "session_backend must be native or tmux")
+	}
+	switch req.Restart {
+	case "", "never":
+		req.Restart = "never"
+	case "on-failure":
+		return wire.Errorf(api.CodeRuntimeNotImplemented, "restart on-failure is not implemented yet")
+	default:
+		return wire.Errorf(api.CodeInstanceInvalid, "restart must be never or on-failure")
+	}
+	if req.Network != nil {
+		switch req.Network.Mode {
+		case "", api.NetworkHost:
+			req.Network.Mode = api.NetworkHost
+		case api.NetworkIsolated:
+			return wire.Errorf(api.CodeRuntimeNotImplemented, "network isolated is not implemented yet")
+		default:
+			return wire.Errorf(api.CodeInstanceInvalid, "network.mode must be host or isolated")
+		}
+	}
+	if len(req.Credentials) > 0 {
+		return wire.Errorf(api.CodeCredentialsUnavailable, "credentials cannot be staged: egress wiring is not implemented in this supervisord")
+	}
+	return nil
+}
+
+// digest is the sha256 of req's canonical encoding.
+func digest(req *api.ProvisionRequest) (string, error) {
+	b, err := wire.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), nil
+}

@@ -1,0 +1,258 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+	"golang.org/x/sys/unix"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+)
+
+// binary is the supervisord binary built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	// Orphaned descendants (of holders killed on purpose) are reparented
+	// to this process; reap them so no zombie outlives a test.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "subreaper:", err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("/tmp", "hkbin")
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755)
+	binary = filepath.Join(dir, "supervisord")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	stop := make(chan struct{})
+	go reapOrphans(stop)
+	code := m.Run()
+	close(stop)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// reapOrphans reaps children that are not the daemons tests start
+// (those are waited for by exec.Cmd): only pids reparented to us.
+func reapOrphans(stop chan struct{}) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, pid := range childrenOf(os.Getpid()) {
+			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombieOrphan(st) {
+				var ws unix.WaitStatus
+				unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			}
+		}
+	}
+}
+
+// zombieOrphan reports whether a stat line is a zombie that is not one of
+// our daemons (their comm is "supervisord").
+func zombieOrphan(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' && !bytes.Contains(stat[:i], []byte("(supervisord"))
+}
+
+func childrenOf(ppid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// env is a running supervisord under a temporary root.
+type env struct {
+	t      *testing.T
+	root   string
+	args   []string
+	cmd    *exec.Cmd
+	c      *api.Client
+	rc     *rpc.Client
+	envs   []string
+}
+
+// start starts supervisord under a new root with extra flags.
+func start(t *testing.T, extra ...string) *env {
+	t.Helper()
+	root, err := os.MkdirTemp("/tmp", "hk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o755)
+	e := &env{t: t, root: root, args: append([]string{"-root", root}, extra...)}
+	e.boot()
+	t.Cleanup(func() {
+		e.destroyAll()
+		e.kill()
+		os.RemoveAll(root)
+	})
+	return e
+}
+
+func (e *env) sock() string { return filepath.Join(e.root, "run", "supervisord", "api.sock") }
+
+// boot starts the daemon and waits for its socket.
+func (e *env) boot() {
+	e.t.Helper()
+	e.cmd = exec.Command(binary, e.args...)
+	e.cmd.Env = append(os.Environ(), e.envs...)
+	e.cmd.Stderr = &lockedBuf{}
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go e.cmd.Wait()
+	e.rc = rpc.NewClient(e.sock(), 30*time.Second)
+	e.c = api.NewClient(e.rc)
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(e.sock()); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("supervisord did not start: %s", e.cmd.Stderr)
+}
+
+// kill kills the daemon with SIGKILL (holders survive).
+func (e *env) kill() {
+	if e.cmd != nil && e.cmd.Process != nil {
+		e.cmd.Process.Kill()
+		for i := 0; i < 200 && alive(e.cmd.Process.Pid); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if e.rc != nil {
+		e.rc.Close()
+	}
+}
+
+func (e *env) destroyAll() {
+	if l, err := e.c.List(context.Background()); err == nil {
+		for _, in := range l.Instances {
+			e.c.Destroy(context.Background(), in.InstanceID)
+		}
+	}
+}
+
+// provision provisions with defaults: started, working dir /tmp.
+func (e *env) provision(req api.ProvisionRequest) *api.Instance {
+	e.t.Helper()
+	req.Start = true
+	if req.WorkingDir == "" {
+		req.WorkingDir = "/tmp"
+	}
+	if req.StopTimeoutMS == 0 {
+		req.StopTimeoutMS = 1000
+	}
+	in, err := e.c.Provision(context.Background(), &req)
+	if err != nil {
+		e.t.Fatalf("provision %v: %v", req.Command, err)
+	}
+	return in
+}
+
+// waitState polls status until the instance is in state.
+func (e *env) waitState(id, state string, d time.Duration) *api.Instance {
+	e.t.Helper()
+	end := time.Now().Add(d)
+	for {
+		in, err := e.c.Status(context.Background(), id)
+		if err == nil && in.State == state {
+			return in
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("instance %s: want state %s, have %+v (%v)", id, state, in, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitLog polls the log until it holds want.
+func (e *env) waitLog(id, want string, d time.Duration) string {
+	e.t.Helper()
+	end := time.Now().Add(d)
+	for {
+		l, err := e.c.Logs(context.Background(), &api.LogsRequest{InstanceID: id})
+		if err == nil && strings.Contains(string(l.Data), want) {
+			return string(l.Data)
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("instance %s: log lacks %q: %q (%v)", id, want, l, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// treeOf lists live processes whose environment names instance id.
+func treeOf(id string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	marker := []byte("HOSTKIT_INSTANCE_ID=" + id + "\x00")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && bytes.Contains(b, marker) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && b[i+2] != 'Z'
+}
+
+// code asserts err carries code.
+func code(t *testing.T, err error, want string) {
+	t.Helper()
+	if wire.CodeOf(err) != want {
+		t.Fatalf("want %s, got %v", want, err)
+	}
+}
+
+var _ = is.New

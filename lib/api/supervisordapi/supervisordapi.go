@@ -1,0 +1,71 @@
+// Package supervisordapi is supervisord's wire API (issue 6, DESIGN.md
+// "Agents and isolation"): op names, the admin role, request and response
+// bodies, error codes and a typed client. Struct fields are declared in
+// bytewise order of their msgpack keys, as the canonical encoding requires
+// (wire.CheckSchema tests it).
+package supervisordapi
+
+import "hostkit.dev/lib/rpc"
+
+// Op names. Every instance op needs the admin role.
+const (
+	OpProvision = "instance.provision"
+	OpStatus    = "instance.status"
+	OpList      = "instance.list"
+	OpStop      = "instance.stop"
+	OpDestroy   = "instance.destroy"
+	OpSignal    = "instance.signal"
+	OpLogs      = "instance.logs"
+	OpAttach    = "instance.attach"
+)
+
+// RoleAdmin holds every instance op (DESIGN.md's role table).
+const RoleAdmin rpc.Role = "admin"
+
+// Runtimes a provision request may name.
+const (
+	RuntimeHost      = "host"      // the default; needs -host-runtime-enabled
+	RuntimeContainer = "container" // runtime.unavailable until the helper exists
+)
+
+// Session backends and session kinds.
+const (
+	BackendNative  = "native" // the holder owns the agent's PTY (session "direct")
+	BackendTmux    = "tmux"   // a tmux server per instance (session "managed")
+	SessionDirect  = "direct"
+	SessionManaged = "managed"
+)
+
+// Network modes.
+const (
+	NetworkHost     = "host"
+	NetworkIsolated = "isolated"
+)
+
+// Instance states.
+const (
+	StateCreated      = "created"       // provisioned with start=false
+	StateRunning      = "running"       // the leader runs
+	StateLeaderExited = "leader_exited" // the leader exited but descendants remain; stop cleans them
+	StateStopping     = "stopping"
+	StateStopped      = "stopped" // stopped by instance.stop: leader reaped, no descendant left
+	StateExited       = "exited"  // the tree ended on its own (or its end could not be observed: Exit.Unknown)
+	StateCredsLost    = "credentials_lost"
+)
+
+// Stop timeout bounds and default, in milliseconds.
+const (
+	MinStopTimeoutMS     = 1000
+	MaxStopTimeoutMS     = 300_000
+	DefaultStopTimeoutMS = 10_000
+)
+
+// PTY size default.
+const (
+	DefaultRows = 24
+	DefaultCols = 80
+)
+
+// NotIsolatedWarning is the warning given when agents run under
+// supervisord's own uid.
+const NotIsolatedWarning = "agents are not isolated: supervisord is not root, so agents run under its own uid"
