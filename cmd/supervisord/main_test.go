@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,11 +71,20 @@ func reapOrphans(stop chan struct{}) {
 	}
 }
 
+// daemons holds the pids of daemons tests started (exec.Cmd waits for
+// them); every other zombie child is an orphan to reap.
+var daemons sync.Map
+
 // zombieOrphan reports whether a stat line is a zombie that is not one of
-// our daemons (their comm is "supervisord").
+// our daemons.
 func zombieOrphan(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' && !bytes.Contains(stat[:i], []byte("(supervisord"))
+	if i <= 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+		return false
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(stat))[0])
+	_, ours := daemons.Load(pid)
+	return !ours
 }
 
 func childrenOf(ppid int) []int {
@@ -138,6 +148,7 @@ func (e *env) boot() {
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
+	daemons.Store(e.cmd.Process.Pid, true)
 	go e.cmd.Wait()
 	e.rc = rpc.NewClient(e.sock(), 30*time.Second)
 	e.c = api.NewClient(e.rc)
