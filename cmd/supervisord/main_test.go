@@ -267,3 +267,5 @@ func code(t *testing.T, err error, want string) {
 }
 
 var _ = is.New
+
+func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }

@@ -144,7 +144,7 @@ func TestHandlerFailures(t *testing.T) {
 	err := h.client.Call(t.Context(), "test.internal", nil, nil)
 	we := asWire(t, err, wire.CodeInternal)
 	is.Equal(we.Msg, "internal error")
-	is.Equal(we.Retry, wire.RetryNever)
+	is.Equal(we.Retry, wire.RetryAfterObserve)
 	is.True(len(leaks(err.Error())) == 0)
 	is.NoErr(h.client.Call(t.Context(), "health", nil, nil))
 }

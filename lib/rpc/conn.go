@@ -98,7 +98,7 @@ type srvConn struct {
 // log returns the connection's logger, with the daemon and peer fields.
 func (sc *srvConn) log() *slog.Logger {
 	if sc.lg == nil {
-		sc.lg = sc.s.cfg.Logger.With(slog.String("daemon", sc.s.cfg.Daemon), slog.Uint64("peer_uid", uint64(sc.Peer.UID)), slog.Int64("peer_pid", int64(sc.Peer.PID)))
+		sc.lg = sc.s.cfg.Logger.With(slog.Uint64("peer_uid", uint64(sc.Peer.UID)), slog.Int64("peer_pid", int64(sc.Peer.PID)))
 	}
 	return sc.lg
 }

@@ -167,7 +167,7 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 				continue
 			}
 			if wire.CodeOf(aerr) == sock.CodePeerUnknown {
-				s.cfg.Logger.Warn("rpc.peer_rejected", slog.String("daemon", s.cfg.Daemon), slog.String("code", sock.CodePeerUnknown))
+				s.cfg.Logger.Warn("rpc.peer_rejected", slog.String("code", sock.CodePeerUnknown))
 				continue
 			}
 			err = aerr
@@ -280,6 +280,6 @@ func (s *Server) refuse(c *sock.Conn, code, msg string) {
 	c.SetWriteDeadline(s.cfg.Now().Add(time.Second))
 	payload := wire.AppendResponse(nil, &wire.Response{ID: []byte{}, Err: &wire.ErrorBody{Code: code, Msg: msg, Retry: wire.RetrySafe}})
 	_ = wire.WriteFrame(c, payload, s.cfg.MaxFrame)
-	s.cfg.Logger.Warn("rpc.refused", slog.String("daemon", s.cfg.Daemon), slog.String("code", code), slog.Uint64("peer_uid", uint64(c.Peer.UID)))
+	s.cfg.Logger.Warn("rpc.refused", slog.String("code", code), slog.Uint64("peer_uid", uint64(c.Peer.UID)))
 	c.Close()
 }

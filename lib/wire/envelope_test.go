@@ -344,8 +344,8 @@ func TestCodeOfAndAsError(t *testing.T) {
 		retry Retry
 	}{
 		{name: "nil", err: nil, code: ""},
-		{name: "uncoded", err: secret, code: CodeInternal, msg: "internal error", retry: RetryNever},
-		{name: "uncoded, wrapped", err: fmt.Errorf("x: %w", secret), code: CodeInternal, msg: "internal error", retry: RetryNever},
+		{name: "uncoded", err: secret, code: CodeInternal, msg: "internal error", retry: RetryAfterObserve},
+		{name: "uncoded, wrapped", err: fmt.Errorf("x: %w", secret), code: CodeInternal, msg: "internal error", retry: RetryAfterObserve},
 		{name: "coded", err: Wrap(CodeServerBusy, "busy", secret), code: CodeServerBusy, msg: "busy", retry: RetryNever},
 		{name: "coded, wrapped", err: fmt.Errorf("a: %w", &Error{Code: CodeServerBusy, Msg: "busy", Retry: RetrySafe}), code: CodeServerBusy, msg: "busy", retry: RetrySafe},
 		{name: "coded, no retry", err: &Error{Code: CodeStreamClosed}, code: CodeStreamClosed, retry: RetryNever},

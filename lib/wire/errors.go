@@ -127,7 +127,8 @@ func CodeOf(err error) string {
 }
 
 // AsError converts any error to an *Error. An error without a code becomes
-// `internal` with a generic message, so internal detail never reaches a peer.
+// `internal` with a generic message and retry after_observe (it may have
+// had an effect), so internal detail never reaches a peer.
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
@@ -140,7 +141,7 @@ func AsError(err error) *Error {
 		}
 		return &out
 	}
-	return &Error{Code: CodeInternal, Msg: "internal error", Retry: RetryNever, Err: err}
+	return &Error{Code: CodeInternal, Msg: "internal error", Retry: RetryAfterObserve, Err: err}
 }
 
 // HasCode reports whether err carries the given code.
