@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
-	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/api/healthapi"
+	api "hostkit.dev/lib/api/supervisordapi"
 )
 
 var osGetpid = os.Getpid

@@ -17,9 +17,12 @@ import (
 
 	"github.com/matryer/is"
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/api/healthapi"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
 // binary is the supervisord binary built once by TestMain.
@@ -110,13 +113,13 @@ func childrenOf(ppid int) []int {
 
 // env is a running supervisord under a temporary root.
 type env struct {
-	t      *testing.T
-	root   string
-	args   []string
-	cmd    *exec.Cmd
-	c      *api.Client
-	rc     *rpc.Client
-	envs   []string
+	t    *testing.T
+	root string
+	args []string
+	cmd  *exec.Cmd
+	c    *api.Client
+	rc   *rpc.Client
+	envs []string
 }
 
 // start starts supervisord under a new root with extra flags.
@@ -153,7 +156,10 @@ func (e *env) boot() {
 	e.rc = rpc.NewClient(e.sock(), 30*time.Second)
 	e.c = api.NewClient(e.rc)
 	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(e.sock()); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := healthapi.Get(ctx, e.rc)
+		cancel()
+		if err == nil {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -269,3 +275,13 @@ func code(t *testing.T, err error, want string) {
 var _ = is.New
 
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
+
+// holderOf returns instance id's holder pid from its metadata.
+func holderOf(t *testing.T, e *env, id string) int {
+	t.Helper()
+	md, err := store.Store{Root: e.root + "/state/supervisord/instances"}.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md.Holder.PID
+}

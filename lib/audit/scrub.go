@@ -19,6 +19,10 @@ func (l *Log) scrubRecord(r Record) (Record, error) {
 		r.Fields = nil
 		return r, nil
 	}
+	if out, ok := scrubSimple(r.Fields, text); ok {
+		r.Fields = out
+		return r, nil
+	}
 	raw, err := json.Marshal(r.Fields)
 	if err != nil {
 		return Record{}, wire.Wrap(CodeInvalid, "fields do not encode as JSON", err)
@@ -54,4 +58,34 @@ func scrubValue(v any, text func(string) string) any {
 	default: // json.Number, bool, nil
 		return v
 	}
+}
+
+// scrubSimple scrubs fields whose values are all strings, booleans,
+// integers, json.Number or string slices — what records carry almost
+// always — without the JSON round trip. ok is false when some value needs
+// normalizing first (structs, marshalers, nested maps), and the caller
+// takes the general path.
+func scrubSimple(fields map[string]any, text func(string) string) (map[string]any, bool) {
+	for _, v := range fields {
+		switch v.(type) {
+		case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number, []string, nil:
+		default:
+			return nil, false
+		}
+	}
+	out := make(map[string]any, len(fields))
+	for k, v := range fields {
+		switch x := v.(type) {
+		case string:
+			v = text(x)
+		case []string:
+			c := make([]string, len(x))
+			for i, s := range x {
+				c[i] = text(s)
+			}
+			v = c
+		}
+		out[text(k)] = v
+	}
+	return out, true
 }

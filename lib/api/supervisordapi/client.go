@@ -47,11 +47,19 @@ func (c *Client) Signal(ctx context.Context, id, sig string) error {
 	return c.c.Call(ctx, OpSignal, &SignalRequest{InstanceID: id, Signal: sig}, nil)
 }
 
-// Logs returns the tail of an instance's output log (req.Follow must be
-// false; use FollowLogs for a stream).
+// Logs returns the tail of an instance's output log. instance.logs is a
+// stream op (the server closes the connection after it), so it runs on a
+// connection of its own even without Follow; use FollowLogs to follow.
 func (c *Client) Logs(ctx context.Context, req *LogsRequest) (*LogsResponse, error) {
 	var out LogsResponse
-	return &out, c.c.Call(ctx, OpLogs, req, &out)
+	r := *req
+	r.Follow = false
+	st, err := c.c.OpenStream(ctx, OpLogs, &r, &out)
+	if err != nil {
+		return nil, err
+	}
+	st.Close()
+	return &out, nil
 }
 
 // FollowLogs opens an instance.logs stream: the tail, then output as it

@@ -29,13 +29,14 @@ type Registry struct {
 	bundles map[string]*Bundle
 	pending map[string]bool
 	held    map[[32]byte]int // SHA-256 of each held value → how many credentials hold it
+	places  map[string]string // placeholder → invocation, for every held credential
 }
 
 // NewRegistry returns an empty registry that consumes leases through c and
 // registers every held value with s (the daemon's scrubber, so logs, audit
 // records, errors and responses never carry one).
 func NewRegistry(c Consumer, s *redact.Scrubber) *Registry {
-	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}}
+	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}, places: map[string]string{}}
 }
 
 var (
@@ -74,6 +75,7 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 	for _, c := range creds {
 		c.unregister = r.scrub.Register(c.value.Bytes())
 		r.held[sha256.Sum256(c.value.Bytes())]++
+		r.places[c.Placeholder] = req.Invocation
 	}
 	r.bundles[req.Invocation] = b
 	return b, nil
@@ -123,6 +125,7 @@ func (r *Registry) Drop(invocation string) error {
 			if r.held[k]--; r.held[k] <= 0 {
 				delete(r.held, k)
 			}
+			delete(r.places, c.Placeholder)
 		}
 	}
 	r.mu.Unlock()
