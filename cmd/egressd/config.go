@@ -14,6 +14,7 @@ import (
 	"hostkit.dev/cmd/egressd/internal/loopowner"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
 	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/daemon"
 )
 
@@ -29,10 +30,15 @@ type flags struct {
 	maxBody       int
 	maxResponse   int
 	timeout       time.Duration
+	anonymous     daemon.StringList
+	maxTunnels    int
+	maxHeader     int
+	handshake     time.Duration
+	idle          time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.proxyAddress, "proxy-address", "127.0.0.1:4750", "proxy listener address reported by egress.info (the proxy face is issue 5); never dialled")
+	fs.StringVar(&f.proxyAddress, "proxy-address", "127.0.0.1:4750", "proxy face TCP listener IP:PORT (port 0 picks one); a non-loopback address only when set here; never dialled")
 	fs.StringVar(&f.secretdSocket, "secretd-socket", "", "secretd's API socket (default <run>/secretd/api.sock)")
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM file of extra CAs trusted for upstream TLS, besides the system roots")
 	fs.StringVar(&f.agentUIDs, "agent-uids", "61184-65519", "agent UID range FIRST-LAST: loopback listeners they own get no credential")
@@ -42,6 +48,11 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxBody, "max-request-body", 4<<20, "largest request body, bytes")
 	fs.IntVar(&f.maxResponse, "max-response-body", 4<<20, "largest response body, bytes")
 	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "longest an upstream request may take")
+	fs.Var(&f.anonymous, "proxy-anonymous-allow", "origin or origin pattern that proxy clients without a token may reach (repeatable; none = anonymous use refused); never with credentials")
+	fs.IntVar(&f.maxTunnels, "proxy-max-tunnels", 512, "most concurrent CONNECT tunnels")
+	fs.IntVar(&f.maxHeader, "proxy-max-header-bytes", 64<<10, "largest request line and header block on the proxy face, bytes")
+	fs.DurationVar(&f.handshake, "proxy-handshake-timeout", 10*time.Second, "longest a proxy client may take to send its first request header or finish a TLS handshake")
+	fs.DurationVar(&f.idle, "proxy-idle-timeout", 120*time.Second, "longest a proxy connection or tunnel may sit idle")
 }
 
 // Config is egressd's validated configuration.
@@ -58,6 +69,15 @@ type Config struct {
 	MaxResponse   int
 	Timeout       time.Duration
 	Strip         []string
+	ExtraCAPEM    []byte             // -ca-file's content, also put in the public CA bundle
+	Anonymous     *egressdapi.Policy // nil: anonymous proxy use refused
+	Proxy         proxyLimits
+}
+
+// proxyLimits are the proxy face's limits (proxy.Config).
+type proxyLimits struct {
+	MaxTunnels, MaxHeader int
+	Handshake, Idle       time.Duration
 }
 
 func (f *flags) config(l daemon.Layout) (*Config, error) {
@@ -70,6 +90,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		MaxResponse:   f.maxResponse,
 		Timeout:       f.timeout,
 		Strip:         f.strip,
+		Proxy:         proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -94,6 +115,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("-ca-file: %s holds no PEM certificate", f.caFile)
 		}
+		c.ExtraCAPEM = pem
 	}
 	lo, hi, ok := strings.Cut(f.agentUIDs, "-")
 	a, err1 := strconv.ParseUint(lo, 10, 32)
@@ -111,6 +133,15 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	}
 	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
 		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
+	}
+	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 {
+		return nil, fmt.Errorf("the -proxy-* limits must be positive")
+	}
+	if len(f.anonymous) > 0 {
+		c.Anonymous = &egressdapi.Policy{}
+		for _, o := range f.anonymous {
+			c.Anonymous.Allow = append(c.Anonymous.Allow, egressdapi.AllowRule{Origin: o})
+		}
 	}
 	return c, nil
 }

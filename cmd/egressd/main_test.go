@@ -122,7 +122,7 @@ func startEgressd(t *testing.T, root string, args ...string) *egressd {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-root", root, "-audit-fsync", "never"}, args...), &bytes.Buffer{}, e.stderr)
+		done <- run(ctx, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0"}, args...), &bytes.Buffer{}, e.stderr)
 	}()
 	e.rpc = rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 10*time.Second)
 	e.api = egressdapi.NewClient(e.rpc)

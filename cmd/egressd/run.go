@@ -11,6 +11,7 @@ import (
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/loopowner"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/proxy"
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/cmd/egressd/internal/server"
 	"hostkit.dev/cmd/egressd/internal/transport"
@@ -47,6 +48,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	anon, err := anonymousBundle(cfg)
+	if err != nil {
+		return err
+	}
+	face, err := openProxyFace(ctx, env, cfg)
+	if err != nil {
+		return err
+	}
+	defer face.close()
 	al, err := openAudit(env, cfg.AuditFsync)
 	if err != nil {
 		return err
@@ -57,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer secretd.Close()
 	reg := bundle.NewRegistry(secretdapi.NewClient(secretd), env.Scrubber)
 	defer reg.DropAll()
-	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{cfg.ProxyAddress}})
+	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{face.bound}})
 	defer tr.Close()
 	p := pipeline.New(pipeline.Config{
 		Registry: reg, Transport: tr, Owner: cfg.Owner, Audit: al, Logger: env.Logger,
@@ -65,10 +75,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxResponse: cfg.MaxResponse, Timeout: cfg.Timeout, StripResponse: cfg.Strip,
 	})
 	srv := &server.Server{Registry: reg, Pipeline: p, Audit: al, Logger: env.Logger, Info: egressdapi.InfoResponse{
-		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: cfg.ProxyAddress.String(), ProxySocket: cfg.ProxySocket,
+		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: face.bound.String(), ProxySocket: cfg.ProxySocket,
 	}}
+	px := proxy.New(proxy.Config{
+		Registry: reg, Pipeline: p, Transport: tr, CA: face.ca, Audit: al, Logger: env.Logger, Anonymous: anon,
+		MaxTunnels: cfg.Proxy.MaxTunnels, HandshakeTimeout: cfg.Proxy.Handshake, IdleTimeout: cfg.Proxy.Idle,
+		RequestTimeout: cfg.Timeout, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
+	})
+	defer px.Close()
 	env.Logger.Info("egressd.config", slog.String(daemon.KeyEpoch, env.Epoch), slog.Int("host_map", len(cfg.HostMap)),
-		slog.String("secretd", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available))
+		slog.String("secretd", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available),
+		slog.String("proxy_address", face.bound.String()), slog.String("proxy_socket", cfg.ProxySocket),
+		slog.String("ca_bundle", cfg.CABundlePath), slog.Bool("proxy_anonymous", anon != nil))
 	svc := daemon.Service{
 		Name:        daemon.NameEgressd,
 		Socket:      env.Layout.Socket(daemon.NameEgressd),
@@ -79,7 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Ops:         append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra)),
 		// egress.request answers can be slow: an upstream may take up to
 		// -request-timeout.
-		RPC: rpc.Config{MaxConns: 256},
+		RPC:    rpc.Config{MaxConns: 256},
+		Actors: face.actors(px),
 	}
 	return svc.Run(ctx)
 }

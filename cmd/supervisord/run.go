@@ -22,9 +22,6 @@ type boolish bool
 
 func (b *boolish) String() string { return fmt.Sprint(bool(*b)) }
 
-// IsBoolFlag lets -host-runtime-enabled stand alone.
-func (b *boolish) IsBoolFlag() bool { return true }
-
 func (b *boolish) Set(s string) error {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "1", "true", "yes", "on":
@@ -55,6 +52,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *uidMin < 1000 || *uidMax < *uidMin {
 		return fmt.Errorf("-agent-uid-min/-agent-uid-max: bad range %d-%d", *uidMin, *uidMax)

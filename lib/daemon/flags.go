@@ -19,6 +19,7 @@ var Version = "0.1.0"
 // Common holds the flags every daemon takes.
 type Common struct {
 	Root        string // -root: DESIGN.md's root layout
+	LayoutMode  string // -layout: LayoutAuto, LayoutSystem or LayoutUser; only without -root
 	ConfigFile  string // -config: ff plain config file ("name value" lines)
 	LogLevel    string // -log-level: debug, info, warn, error
 	ShowVersion bool   // -version: print the version and exit
@@ -27,10 +28,15 @@ type Common struct {
 // Register adds the common flags to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Root, "root", "", "root directory for sockets, state, logs and config (DESIGN.md layout); default: system or user paths")
+	fs.StringVar(&c.LayoutMode, "layout", LayoutAuto, "default paths without -root: auto (system as root, else user), system (/run/hostkit, /var/lib/hostkit, /var/log/hostkit, /etc/hostkit: for units running under their own user) or user")
 	fs.StringVar(&c.ConfigFile, "config", "", "config file (one `flag value` per line); default <config dir>/<binary>.conf if it exists")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 }
+
+// ResolveLayout is the layout c's -root and -layout select
+// (ResolveLayoutMode).
+func (c *Common) ResolveLayout() (Layout, error) { return ResolveLayoutMode(c.Root, c.LayoutMode) }
 
 // Level parses LogLevel.
 func (c *Common) Level() (slog.Level, error) {
@@ -64,7 +70,7 @@ func Parse(fs *flag.FlagSet, c *Common, args []string, binary, envPrefix string,
 	if c.ConfigFile == "" {
 		// A default config file applies only when present; flags and env
 		// already set win over it.
-		if l, err := ResolveLayout(c.Root); err == nil {
+		if l, err := c.ResolveLayout(); err == nil {
 			if p := l.ConfigFile(binary); p != "" {
 				if _, err := os.Stat(p); err == nil {
 					set := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -345,4 +346,26 @@ func TestRoleFlagsFromEnv(t *testing.T) {
 	got, err := resolve()
 	is.NoErr(err)
 	is.Equal(got, rpc.Roles{"admin": {5, 6}})
+}
+
+// TestParseLayoutEnv: -layout has the environment form <PREFIX>_LAYOUT like
+// every flag, and Common.ResolveLayout honours it. It sets environment
+// variables, so it does not run in parallel.
+func TestParseLayoutEnv(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("system layout is Linux only")
+	}
+	is := is.New(t)
+	t.Setenv("HKTESTL_LAYOUT", "system")
+	f := newTestFlags()
+	is.NoErr(Parse(f.fs, &f.common, nil, "testd", "HKTESTL", io.Discard))
+	is.Equal(f.common.LayoutMode, LayoutSystem)
+	l, err := f.common.ResolveLayout()
+	is.NoErr(err)
+	is.Equal(l.Run, "/run/hostkit")
+	is.Equal(l.ConfigFile("testd"), "/etc/hostkit/testd.conf") // the default config file of a unit
+
+	f = newTestFlags()
+	is.NoErr(Parse(f.fs, &f.common, []string{"-layout", "auto"}, "testd", "HKTESTL", io.Discard))
+	is.Equal(f.common.LayoutMode, LayoutAuto) // the flag beats the environment
 }

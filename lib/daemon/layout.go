@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -92,13 +93,54 @@ func DefaultLayout(getenv func(string) string, euid int) (Layout, error) {
 	}, nil
 }
 
+// Layout modes for -layout: which default paths apply without -root.
+const (
+	LayoutAuto   = "auto"   // system paths as root, user paths otherwise (DefaultLayout)
+	LayoutSystem = "system" // Linux system paths whatever the euid: a daemon run by systemd under its own user
+	LayoutUser   = "user"   // XDG (or macOS per-user) paths, even as root
+)
+
 // ResolveLayout returns RootLayout(root) when root is set, else
 // DefaultLayout for this process.
 func ResolveLayout(root string) (Layout, error) {
+	return ResolveLayoutMode(root, LayoutAuto)
+}
+
+// ResolveLayoutMode is ResolveLayout with a -layout mode: LayoutAuto (or
+// "") picks by euid, LayoutSystem and LayoutUser force a column of
+// DESIGN.md's "Defaults" table.
+func ResolveLayoutMode(root, mode string) (Layout, error) {
+	return layoutFor(root, mode, runtime.GOOS, os.Getenv, os.Geteuid())
+}
+
+// layoutFor is ResolveLayoutMode with its inputs explicit. -root and a
+// mode other than auto are exclusive; LayoutSystem does not exist on
+// macOS, where hostkit runs as per-user launchd agents.
+func layoutFor(root, mode, goos string, getenv func(string) string, euid int) (Layout, error) {
+	switch mode {
+	case "", LayoutAuto:
+	case LayoutSystem, LayoutUser:
+		if root != "" {
+			return Layout{}, fmt.Errorf("daemon: -root and -layout %s are exclusive", mode)
+		}
+	default:
+		return Layout{}, fmt.Errorf("daemon: -layout: want auto, system or user, got %q", mode)
+	}
 	if root != "" {
 		return RootLayout(root)
 	}
-	return DefaultLayout(os.Getenv, os.Geteuid())
+	switch mode {
+	case LayoutSystem:
+		if goos == "darwin" {
+			return Layout{}, errors.New("daemon: -layout system: macOS has only the per-user layout")
+		}
+		euid = 0
+	case LayoutUser:
+		if euid == 0 {
+			euid = -1 // any non-root euid selects the user paths
+		}
+	}
+	return DefaultLayout(getenv, euid)
 }
 
 // Socket is the API socket path of daemon name: Run/<name>/api.sock.

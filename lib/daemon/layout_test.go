@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -193,4 +194,56 @@ func TestEnsurePublicKeepsExistingParent(t *testing.T) {
 	fi, err = os.Stat(l.Public)
 	is.NoErr(err)
 	is.Equal(fi.Mode().Perm(), os.FileMode(0o755))
+}
+
+func TestLayoutMode(t *testing.T) {
+	t.Parallel()
+	system := Layout{Run: "/run/hostkit", Public: "/run/hostkit/public", State: "/var/lib/hostkit", Log: "/var/log/hostkit", Config: "/etc/hostkit"}
+	user := Layout{Run: "/run/user/1000/hostkit", Public: "/run/user/1000/hostkit/public", State: "/home/u/.local/state/hostkit", Log: "/home/u/.local/state/hostkit/log"}
+	rootUser := Layout{Run: "/run/user/0/hostkit", Public: "/run/user/0/hostkit/public", State: "/root/.local/state/hostkit", Log: "/root/.local/state/hostkit/log"}
+	under, err := RootLayout("/srv/hk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	userEnv := map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "HOME": "/home/u"}
+	rootEnv := map[string]string{"XDG_RUNTIME_DIR": "/run/user/0", "HOME": "/root"}
+	tests := []struct {
+		name    string
+		root    string
+		mode    string
+		goos    string
+		euid    int
+		env     map[string]string
+		want    Layout
+		wantErr string
+	}{
+		{name: "auto as root", mode: LayoutAuto, goos: "linux", euid: 0, env: rootEnv, want: system},
+		{name: "empty mode is auto", mode: "", goos: "linux", euid: 1000, env: userEnv, want: user},
+		{name: "system as a service user", mode: LayoutSystem, goos: "linux", euid: 990, want: system},
+		{name: "system as root", mode: LayoutSystem, goos: "linux", euid: 0, want: system},
+		{name: "user as root", mode: LayoutUser, goos: "linux", euid: 0, env: rootEnv, want: rootUser},
+		{name: "user as a user", mode: LayoutUser, goos: "linux", euid: 1000, env: userEnv, want: user},
+		{name: "root with auto", root: "/srv/hk", mode: LayoutAuto, goos: "linux", euid: 990, want: under},
+		{name: "root with system", root: "/srv/hk", mode: LayoutSystem, goos: "linux", wantErr: "exclusive"},
+		{name: "root with user", root: "/srv/hk", mode: LayoutUser, goos: "linux", wantErr: "exclusive"},
+		{name: "unknown mode", mode: "global", goos: "linux", wantErr: `got "global"`},
+		{name: "system on macOS", mode: LayoutSystem, goos: "darwin", euid: 501, wantErr: "macOS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			if tt.goos != runtime.GOOS && tt.wantErr == "" {
+				t.Skip("DefaultLayout's paths depend on the real GOOS")
+			}
+			got, err := layoutFor(tt.root, tt.mode, tt.goos, func(k string) string { return tt.env[k] }, tt.euid)
+			if tt.wantErr != "" {
+				is.True(err != nil)
+				is.True(strings.Contains(err.Error(), tt.wantErr)) // error names the problem
+				return
+			}
+			is.NoErr(err)
+			is.Equal(got, tt.want)
+		})
+	}
 }

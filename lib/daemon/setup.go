@@ -40,7 +40,7 @@ func Setup(fs *flag.FlagSet, args []string, binary, daemonName, envPrefix string
 	if err != nil {
 		return nil, err
 	}
-	if env.Layout, err = ResolveLayout(env.Common.Root); err != nil {
+	if env.Layout, err = env.Common.ResolveLayout(); err != nil {
 		return nil, err
 	}
 	env.Scrubber = redact.NewScrubber()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -41,6 +42,8 @@ func TestSetupErrors(t *testing.T) {
 		{"version", []string{"-version"}, ErrVersionShown},
 		{"help", []string{"-h"}, flag.ErrHelp},
 		{"bad log level", []string{"-log-level", "loud"}, nil},
+		{"bad layout", []string{"-layout", "global"}, nil},
+		{"root with layout system", []string{"-layout", "system"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,4 +60,23 @@ func TestSetupErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSetupLayoutSystem: -layout system gives the Linux system paths to a
+// daemon whatever its euid (a unit's own user), without creating anything.
+func TestSetupLayoutSystem(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("system layout is Linux only")
+	}
+	is := is.New(t)
+	fs := flag.NewFlagSet("secretd", flag.ContinueOnError)
+	var stdout, stderr bytes.Buffer
+	env, err := Setup(fs, []string{"-layout", "system"}, "secretd", NameSecretd, "HKTESTSETUPL", &stdout, &stderr)
+	is.NoErr(err)
+	is.Equal(env.Common.LayoutMode, LayoutSystem)
+	is.Equal(env.Layout.Socket(NameSecretd), "/run/hostkit/secretd/api.sock")
+	is.Equal(env.Layout.StateDir(NameSecretd), "/var/lib/hostkit/secretd")
+	is.Equal(env.Layout.LogDir(NameSecretd), "/var/log/hostkit/secretd")
+	is.Equal(env.Layout.ConfigFile("secretd"), "/etc/hostkit/secretd.conf")
 }

@@ -1,6 +1,12 @@
 package bundle
 
-import "regexp"
+import (
+	"regexp"
+
+	"hostkit.dev/cmd/egressd/internal/policy"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/netguard"
+)
 
 // placeholderAnyRE matches a placeholder (DESIGN.md, "Placeholder"): "hkp_"
 // and 32 lowercase unpadded base32 characters.
@@ -31,3 +37,29 @@ func (b *Bundle) AddBytes(n uint64) { b.egressBytes.Add(n) }
 
 // AddRequest counts one request (or tunnel) sent without bytes yet.
 func (b *Bundle) AddRequest() { b.requests.Add(1) }
+
+// AllowsOrigin reports whether the invocation may reach origin o with
+// some method: a credential destination or a policy rule.
+func (b *Bundle) AllowsOrigin(o netguard.Origin) bool {
+	for _, c := range b.creds {
+		if c.Destination == o {
+			return true
+		}
+	}
+	return b.policy.AllowsOrigin(o)
+}
+
+// Anonymous is the invocation name of the anonymous bundle; it is not a
+// valid invocation id, so no registration can take it.
+const Anonymous = "(anonymous)"
+
+// NewAnonymous returns the bundle of anonymous proxy use (no proxy token),
+// which holds no credentials and allows what pol allows. It is not in any
+// registry. Errors: bundle.invalid.
+func NewAnonymous(pol egressdapi.Policy) (*Bundle, error) {
+	p, err := policy.Compile(pol)
+	if err != nil {
+		return nil, err
+	}
+	return &Bundle{Invocation: Anonymous, policy: p}, nil
+}

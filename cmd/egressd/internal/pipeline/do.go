@@ -25,16 +25,22 @@ func (p *Pipeline) Do(ctx context.Context, in Input) (*Output, error) {
 }
 
 func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, error) {
-	b, err := p.cfg.Registry.Get(in.Invocation)
-	if err != nil {
-		return nil, p.refuse(ctx, d, nil, err)
+	b, err := in.Bundle, error(nil)
+	if b == nil {
+		if b, err = p.cfg.Registry.Get(in.Invocation); err != nil {
+			return nil, p.refuse(ctx, d, nil, err)
+		}
+	}
+	resolve, place := p.Resolve, p.Inject
+	if in.Substitute {
+		resolve, place = p.Placements, p.Substitute
 	}
 	rec, err := p.Validate(in)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
 	d.rec = rec
-	attach, err := p.Resolve(b, rec)
+	attach, err := resolve(b, rec)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
@@ -51,7 +57,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 		return nil, p.refuse(ctx, d, b, err)
 	}
 	d.route, d.owners = route, owners
-	sent, err := p.Inject(b, rec, attach)
+	sent, err := place(b, rec, attach)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
@@ -138,6 +144,9 @@ const ReasonOK = "ok"
 
 func (d *decision) fields() map[string]any {
 	f := map[string]any{KeyInvocation: d.in.Invocation, KeyMethod: d.in.Method}
+	for k, v := range d.in.Fields {
+		f[k] = v
+	}
 	if d.rec != nil {
 		f[KeyOrigin], f[KeyPath] = d.rec.Origin().String(), d.rec.Path
 	}

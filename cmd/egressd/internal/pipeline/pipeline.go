@@ -91,6 +91,15 @@ type Input struct {
 	Body       []byte
 	Actor      audit.Actor // the peer, for audit
 	Corr       string      // correlation id, for audit and the log line
+	// Bundle, when set, is used instead of looking Invocation up (the
+	// proxy face has authenticated it already, or it is the anonymous
+	// bundle).
+	Bundle *bundle.Bundle
+	// Substitute selects the proxy face's steps (issue 5): Placements in
+	// place of Resolve and Substitute in place of Inject.
+	Substitute bool
+	// Fields are extra audit fields (the proxy face's listener and tunnel).
+	Fields map[string]any
 }
 
 // Output is the sanitized upstream answer.

@@ -80,3 +80,15 @@ func itoa(i int) string {
 	}
 	return itoa(i/10) + string(rune('0'+i%10))
 }
+
+// AllowsOrigin reports whether some rule matches origin o for at least
+// one method (the proxy face's check of an intercepted CONNECT, whose
+// requests are then checked one by one).
+func (p Policy) AllowsOrigin(o netguard.Origin) bool {
+	for _, r := range p.rules {
+		if r.pat.Match(o) {
+			return true
+		}
+	}
+	return false
+}

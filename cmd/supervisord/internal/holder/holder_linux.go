@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/natefinch/lumberjack.v2"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/sock"
@@ -56,7 +55,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		leaderDone: make(chan struct{}), treeEmpty: make(chan struct{}),
 		outputDone: make(chan struct{}), finished: make(chan struct{}),
 	}
-	lj := &lumberjack.Logger{Filename: cfg.Dir + "/" + store.FileLog, MaxSize: max(md.Spec.LogMaxMB, 1), MaxBackups: max(md.Spec.LogFiles-1, 0)}
+	lj, err := newRotator(cfg.Dir+"/"+store.FileLog, int64(max(md.Spec.LogMaxMB, 1))<<20, md.Spec.LogFiles)
+	if err != nil {
+		return fail(api.CodeInstanceSpawnFailed, err)
+	}
 	defer lj.Close()
 	h.hub = newHub(RingSize, lj)
 

@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"golang.org/x/net/http/httpguts"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/inject"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/cmd/egressd/internal/scan"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/wire"
+)
+
+// errMisuse is the refusal of a placeholder anywhere but where it may be
+// substituted.
+func errMisuse() error {
+	return wire.Errorf(egressdapi.CodePlaceholderMisuse,
+		"a placeholder may appear only at its credential's staged target, toward its destination, over https")
+}
+
+// Placements is step 3 for proxied requests (issue 5), in place of
+// Resolve: it refuses raw material from the caller
+// (egress.manual_credential_rejected) and returns the credentials of b
+// whose placeholder sits exactly at their staged target — the header value
+// equal to the template rendered with the placeholder, the one value of
+// the query parameter, a path segment, or the JSON string at the body
+// pointer — of a request to their destination over https (or to a literal
+// loopback host). Any other occurrence of a placeholder egressd holds, for
+// this invocation or another, is egress.placeholder_misuse. A bundle
+// without credentials (anonymous use) never gets a placement.
+func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.Credential, error) {
+	if err := p.scan.Manual(rec); err != nil {
+		return nil, err
+	}
+	scratch := rec.Clone()
+	var attach []*bundle.Credential
+	err := b.Use(func(creds []*bundle.Credential) error {
+		for _, c := range creds {
+			if c.Destination != rec.Origin() || !secureScheme(rec) {
+				continue
+			}
+			if removePlacement(scratch, c) {
+				attach = append(attach, c)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.knownPlaceholder(scratch) {
+		return nil, errMisuse()
+	}
+	return attach, nil
+}
+
+func secureScheme(rec *request.Record) bool {
+	return rec.Scheme == netguard.SchemeHTTPS || netguard.IsLiteralLoopback(rec.Host)
+}
+
+// removePlacement removes c's placeholder from its staged target in rec
+// and reports whether it was there, exactly once.
+func removePlacement(rec *request.Record, c *bundle.Credential) bool {
+	ph := c.Placeholder
+	switch c.Target.Kind {
+	case inject.KindHeader:
+		want, err := inject.Render(c.Template, []byte(ph))
+		if vs := rec.Header[c.Target.Name]; err != nil || len(vs) != 1 || vs[0] != want {
+			return false
+		}
+		delete(rec.Header, c.Target.Name)
+		return true
+	case inject.KindQuery:
+		q, ok := inject.ReplaceQueryValue(rec.Query, c.Target.Name, ph, nil)
+		if vs, strict := inject.QueryValues(rec.Query, c.Target.Name); !ok || !strict || len(vs) != 1 {
+			return false
+		}
+		rec.Query = q
+		return true
+	case inject.KindPath:
+		path, n := inject.ReplacePathSegment(rec.Path, ph, nil)
+		if n != 1 {
+			return false
+		}
+		rec.Path = path
+		return true
+	case inject.KindBody:
+		if s, ok := inject.BodyString(rec.Body, c.Target.Name); !ok || s != ph {
+			return false
+		}
+		body, err := inject.Body(rec.Body, c.Target.Name, nil)
+		if err != nil {
+			return false
+		}
+		rec.Body = body
+		return true
+	}
+	return false
+}
+
+// knownPlaceholder reports whether rec's target (and its percent-decoded
+// forms), header names and values, or body hold a placeholder of any
+// registered invocation.
+func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
+	known := func(s string) bool {
+		for _, ph := range bundle.FindPlaceholders([]byte(s)) {
+			if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range scan.DecodedForms(rec.Target()) {
+		if known(f) {
+			return true
+		}
+	}
+	for name, vs := range rec.Header {
+		if known(name) {
+			return true
+		}
+		for _, v := range vs {
+			if known(v) {
+				return true
+			}
+		}
+	}
+	for _, f := range scan.DecodedForms(string(rec.Body)) {
+		if known(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Substitute is step 5 for proxied requests, in place of Inject: a copy
+// of rec with each placement's placeholder replaced by the raw value at
+// the same position (header: the template rendered with the value; query:
+// the one parameter's value, query-escaped, other bytes kept; path: the
+// segment, path-escaped; body: the JSON string). Content-Length follows
+// from the new body. It re-checks destination and scheme under the
+// bundle's lock. Errors: egress.plaintext_credential,
+// egress.header_invalid, egress.injection_failed.
+func (p *Pipeline) Substitute(b *bundle.Bundle, rec *request.Record, attach []*bundle.Credential) (*request.Record, error) {
+	if len(attach) == 0 {
+		return rec, nil
+	}
+	out := rec.Clone()
+	err := b.Use(func([]*bundle.Credential) error {
+		for _, c := range attach {
+			if c.Destination != out.Origin() || !secureScheme(out) {
+				return wire.Errorf(egressdapi.CodePlaintextCredential, "a credential travels only to its destination over https or literal loopback")
+			}
+			if err := substituteOne(out, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Header.Set("Accept-Encoding", "identity") // so an echo can be scrubbed
+	return out, nil
+}
+
+func substituteOne(rec *request.Record, c *bundle.Credential) error {
+	failed := wire.Errorf(egressdapi.CodeInjectionFailed, "the placeholder moved before substitution")
+	switch c.Target.Kind {
+	case inject.KindHeader:
+		v, err := inject.Render(c.Template, c.Value())
+		if err != nil {
+			return err
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return wire.Errorf(egressdapi.CodeHeaderInvalid, "substituted value for %s is not a valid header value", c.Target.Name)
+		}
+		rec.Header[c.Target.Name] = []string{v}
+	case inject.KindQuery:
+		q, ok := inject.ReplaceQueryValue(rec.Query, c.Target.Name, c.Placeholder, c.Value())
+		if !ok {
+			return failed
+		}
+		rec.Query = q
+	case inject.KindPath:
+		path, n := inject.ReplacePathSegment(rec.Path, c.Placeholder, c.Value())
+		if n != 1 {
+			return failed
+		}
+		rec.Path = path
+	case inject.KindBody:
+		body, err := inject.Body(rec.Body, c.Target.Name, c.Value())
+		if err != nil {
+			return err
+		}
+		rec.Body = body
+	default:
+		return failed
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/wire"
+)
+
+// conn is one client connection: the outer one, or the decrypted inside of
+// an intercepted tunnel (tunnel set).
+type conn struct {
+	s      *Server
+	c      net.Conn
+	lr     *io.LimitedReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	via    string
+	actor  audit.Actor
+	tunnel *tunnel
+}
+
+// tunnel is what an intercepted connection is bound to: its CONNECT
+// authority and the authenticated bundle.
+type tunnel struct {
+	b    *bundle.Bundle
+	host string // canonical
+	port uint16
+}
+
+func (t *tunnel) authority() string {
+	o := netguard.Origin{Scheme: netguard.SchemeHTTPS, Host: t.host, Port: t.port}
+	if t.port == netguard.DefaultPort(netguard.SchemeHTTPS) {
+		o.Port = 0
+	}
+	return netguard.JoinHostPort(o.Host, o.Port)
+}
+
+const unlimited = 1 << 62
+
+func newConn(s *Server, c net.Conn, via string, actor audit.Actor) *conn {
+	lr := &io.LimitedReader{R: c, N: unlimited}
+	return &conn{s: s, c: c, lr: lr, br: bufio.NewReaderSize(lr, 16<<10), bw: bufio.NewWriterSize(c, 16<<10), via: via, actor: actor}
+}
+
+// serve reads requests until the client closes, a timeout, an error or a
+// CONNECT (which takes the connection over).
+func (c *conn) serve() {
+	cfg := &c.s.cfg
+	for first := true; ; first = false {
+		wait := cfg.IdleTimeout
+		if first && c.tunnel == nil {
+			wait = cfg.HandshakeTimeout
+		}
+		_ = c.c.SetReadDeadline(time.Now().Add(wait))
+		c.lr.N = int64(cfg.MaxHeaderBytes) + int64(c.br.Buffered())
+		req, err := http.ReadRequest(c.br)
+		if err != nil {
+			if c.lr.N <= 0 {
+				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeTooLarge, "request header is larger than %d bytes", cfg.MaxHeaderBytes), true, pipeline.OpRequest, nil)
+			} else if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) {
+				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeInvalidRequest, "malformed HTTP/1.1 request"), true, pipeline.OpRequest, nil)
+			}
+			return
+		}
+		c.lr.N = unlimited
+		_ = c.c.SetReadDeadline(time.Now().Add(cfg.RequestTimeout))
+		if !c.handle(req) {
+			return
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// handle answers one request and reports whether the connection may carry
+// another.
+func (c *conn) handle(req *http.Request) bool {
+	if c.tunnel == nil && req.Method == http.MethodConnect {
+		c.connect(req)
+		return false
+	}
+	b, rawURL, err := c.target(req)
+	if err != nil {
+		drained := drain(req.Body, c.s.cfg.MaxBody)
+		c.rejectErr(b, req, err, req.Close || !drained)
+		return !req.Close && drained
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, int64(c.s.cfg.MaxBody)+1))
+	if err != nil {
+		return false
+	}
+	if len(body) > c.s.cfg.MaxBody {
+		c.rejectErr(b, req, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", c.s.cfg.MaxBody), true)
+		return false
+	}
+	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
+		Bundle: b, Substitute: true, Fields: map[string]any{"via": c.via}}
+	if c.tunnel != nil {
+		in.Fields["tunnel"] = c.tunnel.authority()
+	}
+	for name, vs := range req.Header {
+		switch name {
+		case "Content-Length", "Transfer-Encoding": // framing was read already
+			continue
+		case "Host":
+			if c.tunnel != nil { // checked against the CONNECT authority already
+				continue
+			}
+		}
+		for _, v := range vs {
+			in.Header = append(in.Header, request.Field{Name: name, Value: v})
+		}
+	}
+	out, err := c.s.cfg.Pipeline.Do(c.s.ctx, in)
+	if err != nil {
+		c.refuse(err, req.Close) // the pipeline audited it
+		return !req.Close
+	}
+	return c.respond(req, out) && !req.Close
+}
+
+// target authenticates req (outside a tunnel) and returns its bundle and
+// absolute URL. Inside a tunnel, an absolute-form target or a Host that
+// names another authority than the CONNECT's is refused (421).
+func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
+	if c.tunnel == nil {
+		b, err := c.auth(req)
+		if err != nil {
+			return nil, "", err
+		}
+		u := req.RequestURI
+		if !strings.HasPrefix(strings.ToLower(u), "http://") && !strings.HasPrefix(strings.ToLower(u), "https://") {
+			return b, "", wire.Errorf(egressdapi.CodeInvalidRequest, "a proxy request needs an absolute-form http:// target or CONNECT")
+		}
+		return b, u, nil
+	}
+	t := c.tunnel
+	u := req.RequestURI
+	if !strings.HasPrefix(u, "/") {
+		scheme, rest, ok := strings.Cut(u, "://")
+		auth, _, _ := strings.Cut(rest, "/")
+		auth, _, _ = strings.Cut(auth, "?")
+		if !ok || !strings.EqualFold(scheme, netguard.SchemeHTTPS) || !sameAuthority(auth, t) {
+			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeInvalidRequest, "the request target names another authority than the tunnel's"))
+		}
+	} else {
+		u = "https://" + t.authority() + u
+	}
+	hosts := req.Header.Values("Host")
+	if req.Host != "" {
+		hosts = append(hosts, req.Host)
+	}
+	for _, h := range hosts {
+		if !sameAuthority(h, t) {
+			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeHeaderInvalid, "Host names another authority than the tunnel's"))
+		}
+	}
+	return t.b, u, nil
+}
+
+// bundle returns the tunnel's bundle, or nil outside a tunnel.
+func (c *conn) bundle() *bundle.Bundle {
+	if c.tunnel == nil {
+		return nil
+	}
+	return c.tunnel.b
+}
+
+func sameAuthority(a string, t *tunnel) bool {
+	host, port, err := netguard.SplitHostPort(a)
+	if port == 0 {
+		port = netguard.DefaultPort(netguard.SchemeHTTPS)
+	}
+	return err == nil && host == t.host && port == t.port
+}
+
+// drain reads what is left of a refused request's body (at most max
+// bytes) and reports whether it was all read.
+func drain(body io.Reader, max int) bool {
+	n, err := io.Copy(io.Discard, io.LimitReader(body, int64(max)+1))
+	return err == nil && n <= int64(max)
+}
+
+// respond writes the pipeline's sanitized answer, with Content-Length
+// recomputed, and reports whether the write succeeded.
+func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
+	h := http.Header{}
+	for _, f := range out.Header {
+		h.Add(f.Name, f.Value)
+	}
+	resp := &http.Response{StatusCode: out.Status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
+		ContentLength: int64(len(out.Body)), Body: io.NopCloser(bytes.NewReader(out.Body)), Close: req.Close}
+	return c.write(resp)
+}
+
+func (c *conn) write(resp *http.Response) bool {
+	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
+	if err := resp.Write(c.bw); err != nil {
+		return false
+	}
+	return c.bw.Flush() == nil
+}

@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/wire"
+)
+
+// connect handles CONNECT host:port (RFC 9110 §9.3.6): authentication,
+// policy on the canonical authority, routing (egressd's own listeners are
+// refused), the tunnel limit, then an opaque tunnel for an invocation
+// without credentials or interception for one with credentials.
+func (c *conn) connect(req *http.Request) {
+	b, err := c.auth(req)
+	if err != nil {
+		c.rejectErr(nil, req, err, true)
+		return
+	}
+	host, port, err := netguard.SplitHostPort(req.RequestURI)
+	if err == nil && port == 0 {
+		err = wire.Errorf(egressdapi.CodeInvalidRequest, "CONNECT needs host:port")
+	}
+	if err != nil {
+		c.rejectConnect(b, req.RequestURI, wire.Wrap(egressdapi.CodeInvalidRequest, "CONNECT target is not a valid host:port", err))
+		return
+	}
+	t := &tunnel{b: b, host: host, port: port}
+	o := netguard.Origin{Scheme: netguard.SchemeHTTPS, Host: host, Port: port}
+	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
+		o.Port = 0
+	}
+	intercept := b.HasCredentials()
+	if (intercept && !b.AllowsOrigin(o)) || (!intercept && !b.Allows(o, http.MethodConnect)) {
+		c.rejectConnect(b, t.authority(), wire.Errorf(egressdapi.CodePolicyDenied, "CONNECT %s is not allowed for this invocation", t.authority()))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.DialTimeout)
+	defer cancel()
+	r, err := c.s.cfg.Transport.Route(ctx, host, port)
+	if err != nil {
+		c.rejectConnect(b, t.authority(), err)
+		return
+	}
+	select {
+	case c.s.tunnels <- struct{}{}:
+		defer func() { <-c.s.tunnels }()
+	default:
+		c.rejectConnect(b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels (at most %d)", c.s.cfg.MaxTunnels))
+		return
+	}
+	if intercept {
+		c.intercept(t, r)
+		return
+	}
+	c.opaque(t, r)
+}
+
+func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
+	c.reject(b, err, true, OpConnect, map[string]any{pipeline.KeyOrigin: authority})
+}
+
+// established answers a CONNECT with 200 (no body, no Content-Length:
+// RFC 9110 §9.3.6).
+func (c *conn) established() bool {
+	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
+	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return false
+	}
+	return c.bw.Flush() == nil
+}
+
+// intercept terminates TLS with a leaf for the CONNECT host and serves the
+// HTTP/1.1 requests inside; each goes through the pipeline, bound to the
+// CONNECT authority.
+func (c *conn) intercept(t *tunnel, r transport.Route) {
+	leaf, err := c.s.cfg.CA.Leaf(t.host)
+	if err != nil {
+		c.rejectConnect(t.b, t.authority(), wire.Wrap(wire.CodeInternal, "cannot issue a certificate", err))
+		return
+	}
+	c.tunnelRecord(t, "intercept", r, audit.OutcomeOK, nil)
+	if !c.established() {
+		return
+	}
+	tc := tls.Server(&bufConn{Conn: c.c, r: c.br}, &tls.Config{
+		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+	})
+	_ = c.c.SetDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
+	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+		c.s.cfg.Logger.Info("proxy.tls_handshake_failed", slog.String(pipeline.KeyInvocation, t.b.Invocation),
+			slog.String(pipeline.KeyOrigin, t.authority()), slog.String("err", err.Error()))
+		return
+	}
+	_ = c.c.SetDeadline(time.Time{})
+	inner := newConn(c.s, tc, c.via, c.actor)
+	inner.tunnel = t
+	inner.serve()
+	_ = tc.Close()
+}
+
+// bufConn reads through the outer connection's buffer, which may already
+// hold the client's first TLS bytes.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// tunnelRecord writes the audit record of an accepted CONNECT.
+func (c *conn) tunnelRecord(t *tunnel, mode string, r transport.Route, outcome audit.Outcome, extra map[string]any) {
+	f := map[string]any{pipeline.KeyInvocation: t.b.Invocation, pipeline.KeyOrigin: t.authority(), "mode": mode,
+		pipeline.KeyAddress: r.Addr.String(), "via": c.via}
+	for k, v := range extra {
+		f[k] = v
+	}
+	if _, err := c.s.cfg.Audit.Append(context.WithoutCancel(c.s.ctx), audit.Record{Actor: c.actor, Op: OpConnect, Outcome: outcome, Fields: f}); err != nil {
+		c.s.cfg.Logger.Error("audit.append_failed", slog.String("op", OpConnect), slog.Any("err", err))
+	}
+	c.s.cfg.Logger.Info("egress.tunnel", slog.String(pipeline.KeyInvocation, t.b.Invocation), slog.String(pipeline.KeyOrigin, t.authority()),
+		slog.String("mode", mode), slog.String(pipeline.KeyAddress, r.Addr.String()), slog.Any("counts", extra))
+}
+
+// opaque dials exactly the checked address and copies bytes both ways
+// until both sides are done or the tunnel is idle for IdleTimeout.
+// Client-to-upstream bytes count as network_egress_bytes as they pass.
+func (c *conn) opaque(t *tunnel, r transport.Route) {
+	up, err := c.dial(r.Addr)
+	if err != nil {
+		c.rejectConnect(t.b, t.authority(), wire.Wrap(egressdapi.CodeUpstreamError, "upstream connection failed", err))
+		return
+	}
+	if !c.s.track(nil, up, false) {
+		up.Close()
+		return
+	}
+	defer c.s.untrack(nil, up)
+	if !c.established() {
+		return
+	}
+	t.b.AddRequest()
+	start := time.Now()
+	_ = c.c.SetDeadline(time.Time{})
+	var last atomic.Int64
+	var out, in atomic.Uint64
+	var wg sync.WaitGroup
+	idle := c.s.cfg.IdleTimeout
+	wg.Go(func() {
+		pipe(up, &bufConn{Conn: c.c, r: c.br}, c.c, idle, &last, func(n int) { out.Add(uint64(n)); t.b.AddBytes(uint64(n)) })
+	})
+	wg.Go(func() { pipe(c.c, up, up, idle, &last, func(n int) { in.Add(uint64(n)) }) })
+	wg.Wait()
+	c.tunnelRecord(t, "tunnel", r, audit.OutcomeOK, map[string]any{pipeline.KeyBytesOut: out.Load(), pipeline.KeyBytesIn: in.Load(),
+		pipeline.KeyDurationMS: time.Since(start).Milliseconds()})
+}
+
+// dial connects to exactly addr; ControlContext refuses any other.
+func (c *conn) dial(addr netip.AddrPort) (net.Conn, error) {
+	d := &net.Dialer{Timeout: c.s.cfg.DialTimeout, KeepAlive: 30 * time.Second,
+		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			if got, err := netip.ParseAddrPort(address); err != nil || got != addr {
+				return fmt.Errorf("proxy: refusing to connect to %s, checked %s", address, addr)
+			}
+			return nil
+		}}
+	return d.DialContext(c.s.ctx, "tcp", addr.String())
+}
+
+// pipe copies src to dst, refreshing an idle deadline shared by both
+// directions (so a long download does not time out its quiet upload
+// side), then half-closes dst, or closes both when dst cannot half-close.
+func pipe(dst net.Conn, src interface{ Read([]byte) (int, error) }, srcConn net.Conn, idle time.Duration, last *atomic.Int64, count func(int)) {
+	buf := make([]byte, 64<<10)
+	for {
+		_ = srcConn.SetReadDeadline(time.Now().Add(idle))
+		n, err := src.Read(buf)
+		if n > 0 {
+			last.Store(time.Now().UnixNano())
+			_ = dst.SetWriteDeadline(time.Now().Add(idle))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+			count(n)
+		}
+		if err != nil {
+			if isTimeout(err) && time.Since(time.Unix(0, last.Load())) < idle {
+				continue
+			}
+			break
+		}
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	dst.Close()
+	srcConn.Close()
+}

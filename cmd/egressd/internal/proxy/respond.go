@@ -1,0 +1,179 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/wire"
+)
+
+// HeaderError carries the error code of a refusal to the client; egressd
+// strips it from upstream responses (request.ReservedPrefix), so a client
+// can trust it.
+const HeaderError = "X-Hostkit-Error"
+
+// Op names of the proxy face's own audit records (requests themselves are
+// pipeline.OpRequest).
+const (
+	OpAuth    = "egress.proxy_auth"
+	OpConnect = "egress.connect"
+)
+
+// statusError gives a refusal an HTTP status other than its code's.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// misdirected marks err as a 421 (RFC 9110 §15.5.20).
+func misdirected(err error) error { return &statusError{status: http.StatusMisdirectedRequest, err: err} }
+
+// Status returns the HTTP status a refusal with err's code gets.
+func Status(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	switch wire.CodeOf(err) {
+	case wire.CodePeerDenied:
+		return http.StatusProxyAuthRequired
+	case egressdapi.CodeInvalidRequest, egressdapi.CodeHeaderInvalid, egressdapi.CodeInjectionConflict, egressdapi.CodeInjectionFailed:
+		return http.StatusBadRequest
+	case egressdapi.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case egressdapi.CodeUpstreamError, egressdapi.CodeResponseTooLarge, egressdapi.CodeResponseUndecodable:
+		return http.StatusBadGateway
+	case egressdapi.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case wire.CodeServerBusy:
+		return http.StatusServiceUnavailable
+	case wire.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusForbidden
+}
+
+// refuse writes a refusal: a short text reason and the code in
+// X-Hostkit-Error (407 adds a Basic challenge). It does not audit: the
+// pipeline did, or reject does.
+func (c *conn) refuse(err error, closeAfter bool) {
+	we := wire.AsError(err)
+	status := Status(err)
+	msg := c.s.cfg.Registry.Scrubber().Scrub(we.Msg)
+	body := []byte("egressd: " + we.Code + ": " + msg + "\n")
+	h := http.Header{}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set(HeaderError, we.Code)
+	if status == http.StatusProxyAuthRequired {
+		h.Set("Proxy-Authenticate", `Basic realm="hostkit egressd"`)
+	}
+	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Close: closeAfter,
+		ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body))}
+	c.write(resp)
+}
+
+// reject audits a refusal the pipeline did not see (authentication,
+// CONNECT, a misdirected or malformed request), counts it against b when
+// known, logs the decision line, and writes it.
+func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, fields map[string]any) {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields["via"] = c.via
+	inv := ""
+	if b != nil {
+		b.AddRefused()
+		inv = b.Invocation
+		fields[pipeline.KeyInvocation] = inv
+	}
+	if c.tunnel != nil {
+		fields["tunnel"] = c.tunnel.authority()
+	}
+	code := wire.CodeOf(err)
+	if _, aerr := c.s.cfg.Audit.Append(context.WithoutCancel(c.s.ctx), audit.Record{Actor: c.actor, Op: op,
+		Outcome: audit.OutcomeRefused, Code: code, Fields: fields}); aerr != nil {
+		c.s.cfg.Logger.Error("audit.append_failed", slog.String("op", op), slog.Any("err", aerr))
+	}
+	c.s.cfg.Logger.Info("egress.decision", slog.String(pipeline.KeyDecision, "deny"), slog.String(pipeline.KeyReason, code),
+		slog.String(pipeline.KeyInvocation, inv), slog.String("op", op), slog.String("via", c.via))
+	c.refuse(err, closeAfter)
+}
+
+// auth returns the bundle that req's Proxy-Authorization names, checking
+// its proxy token in constant time; without the header it returns the
+// anonymous bundle when the operator enabled one. Failures are
+// peer.denied (407) in an *authError whose audit fields say why, never
+// the token.
+func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
+	why, inv := "", ""
+	b, err := func() (*bundle.Bundle, error) {
+		h := req.Header.Get("Proxy-Authorization")
+		if h == "" {
+			if c.s.cfg.Anonymous != nil {
+				return c.s.cfg.Anonymous, nil
+			}
+			why = "missing"
+			return nil, errDenied
+		}
+		scheme, cred, _ := strings.Cut(h, " ")
+		dec, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+		user, tok, ok := strings.Cut(string(dec), ":")
+		if !strings.EqualFold(scheme, "Basic") || derr != nil || !ok || !bundle.ValidInvocation(user) {
+			why = "malformed"
+			return nil, errDenied
+		}
+		inv = user
+		b, gerr := c.s.cfg.Registry.Get(user)
+		if gerr != nil {
+			why = "unknown_invocation"
+			return nil, errDenied
+		}
+		if !b.CheckToken(tok) {
+			why = "bad_token"
+			return nil, errDenied
+		}
+		return b, nil
+	}()
+	if err != nil {
+		return nil, &authError{err: err, fields: map[string]any{"why": why, "claimed": inv, pipeline.KeyMethod: req.Method}}
+	}
+	return b, nil
+}
+
+// authError is a failed authentication with its audit fields.
+type authError struct {
+	err    error
+	fields map[string]any
+}
+
+func (e *authError) Error() string { return e.err.Error() }
+func (e *authError) Unwrap() error { return e.err }
+
+// rejectErr audits and writes a refusal from before the pipeline.
+func (c *conn) rejectErr(b *bundle.Bundle, req *http.Request, err error, closeAfter bool) {
+	var ae *authError
+	if errors.As(err, &ae) {
+		c.reject(nil, ae.err, closeAfter, OpAuth, ae.fields)
+		return
+	}
+	c.reject(b, err, closeAfter, pipeline.OpRequest, map[string]any{pipeline.KeyMethod: req.Method})
+}
+
+var errDenied = wire.Errorf(wire.CodePeerDenied, "proxy authentication required: Proxy-Authorization: Basic base64(invocation:proxy_token)")
+
+// itoa formats a port.
+func itoa(p uint16) string { return strconv.Itoa(int(p)) }

@@ -1,0 +1,184 @@
+// Package proxy is egressd's standard proxy face (issue 5): an HTTP/1.1
+// forward proxy (RFC 9110 §9.3.6 CONNECT, RFC 9112 §3.2.2 absolute-form)
+// on a loopback TCP address and on <run>/egressd/proxy.sock.
+//
+// Every request authenticates with Proxy-Authorization: Basic
+// base64(invocation:proxy_token) (else 407), unless the operator enabled
+// anonymous use, which never gets substitution. Absolute-form http://
+// requests go through the pipeline as they are. CONNECT is checked
+// against the invocation's policy on the canonical authority; an
+// invocation without credentials gets an opaque tunnel (bytes counted),
+// one with credentials is always intercepted: egressd terminates TLS with
+// a leaf from its local CA and sends each inner request through the
+// pipeline, where placeholders are substituted at their staged targets
+// (pipeline.Placements, pipeline.Substitute). Refusals are proxy responses
+// with the error code in X-Hostkit-Error.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/sock"
+)
+
+// Config holds a Server's dependencies and limits. Zero limits take the
+// defaults noted.
+type Config struct {
+	Registry  *bundle.Registry
+	Pipeline  *pipeline.Pipeline
+	Transport *transport.Transport // routes CONNECT authorities
+	CA        *CA
+	Audit     pipeline.Auditor
+	Logger    *slog.Logger
+	Anonymous *bundle.Bundle // nil: anonymous use is refused (the default)
+
+	MaxTunnels       int           // concurrent CONNECT tunnels, opaque or intercepted; default 512
+	HandshakeTimeout time.Duration // first request header and TLS handshake; default 10 s
+	IdleTimeout      time.Duration // between requests, and without traffic in a tunnel; default 120 s
+	RequestTimeout   time.Duration // reading a body, writing a response; default 60 s
+	DialTimeout      time.Duration // opaque tunnel upstream dial; default 10 s
+	MaxHeaderBytes   int           // request line and header block; default 64 KiB
+	MaxBody          int           // request body; default 4 MiB
+}
+
+// Server serves the proxy face on any number of listeners. Create with
+// New; stop with Close.
+type Server struct {
+	cfg     Config
+	tunnels chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]bool
+	conns     map[net.Conn]bool
+	wg        sync.WaitGroup
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.HandshakeTimeout, 10*time.Second)
+	def(&cfg.IdleTimeout, 120*time.Second)
+	def(&cfg.RequestTimeout, 60*time.Second)
+	def(&cfg.DialTimeout, 10*time.Second)
+	if cfg.MaxTunnels <= 0 {
+		cfg.MaxTunnels = 512
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 64 << 10
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 4 << 20
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
+		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{}}
+}
+
+// Serve accepts connections on l until Close; via names the listener in
+// audit records ("tcp" or "unix"). It returns nil after Close.
+func (s *Server) Serve(l net.Listener, via string) error {
+	if !s.track(l, nil, false) {
+		l.Close()
+		return nil
+	}
+	defer s.untrack(l, nil)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.cfg.Logger.Warn("proxy.accept_failed", slog.String("via", via), slog.Any("err", err))
+			time.Sleep(50 * time.Millisecond) // e.g. EMFILE: do not spin
+			continue
+		}
+		actor := audit.Actor{UID: -1}
+		if sc, ok := c.(*sock.Conn); ok {
+			actor = audit.Actor{UID: int(sc.Peer.UID), PID: int(sc.Peer.PID)}
+		}
+		if !s.track(nil, c, true) {
+			c.Close()
+			return nil
+		}
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(nil, c)
+			newConn(s, c, via, actor).serve()
+		}()
+	}
+}
+
+// Close stops every listener, closes every connection and tunnel, and
+// waits for their goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// track registers a listener or a connection (client or upstream) so that
+// Close reaches it, adding one to the wait group when wait is set (under
+// the lock, so Close never waits on a group that is still growing); it
+// reports false once the server is closed.
+func (s *Server) track(l net.Listener, c net.Conn, wait bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if l != nil {
+		s.listeners[l] = true
+	}
+	if c != nil {
+		s.conns[c] = true
+	}
+	if wait {
+		s.wg.Add(1)
+	}
+	return true
+}
+
+func (s *Server) untrack(l net.Listener, c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.listeners, l)
+	if c != nil {
+		delete(s.conns, c)
+		c.Close()
+	}
+}
