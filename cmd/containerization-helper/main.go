@@ -1,20 +1,7 @@
-// Command containerization-helper is hostkit's helper daemon (DESIGN.md, "The binaries").
+// Command containerization-helper is hostkit's containerization-helper, the one process that drives the OCI runtime (DESIGN.md, "The binaries"); its
+// logic is in run.go and internal/.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
+import "hostkit.dev/lib/daemon"
 
-	"hostkit.dev/lib/daemon"
-)
-
-func main() {
-	ctx, stop := daemon.SignalContext(context.Background())
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "containerization-helper: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("containerization-helper", run) }

@@ -1,20 +1,7 @@
-// Command egressd is hostkit's egressd daemon (DESIGN.md, "The binaries").
+// Command egressd is hostkit's egressd daemon (DESIGN.md, "The binaries"); its
+// logic is in run.go and internal/.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
+import "hostkit.dev/lib/daemon"
 
-	"hostkit.dev/lib/daemon"
-)
-
-func main() {
-	ctx, stop := daemon.SignalContext(context.Background())
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "egressd: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("egressd", run) }

@@ -165,7 +165,8 @@ func (l Layout) ConfigFile(binary string) string {
 // reach the directory tree (DESIGN.md, "Agents and isolation"). The run
 // directory's parent (the -root directory) is made 0755 too when
 // EnsurePublic creates it; an existing one (/run, $XDG_RUNTIME_DIR) keeps
-// its mode.
+// its mode. Directories that are already 0755 are not touched, so a
+// daemon that does not own them (egressd under its unit's user) passes.
 func (l Layout) EnsurePublic() error {
 	parent := filepath.Dir(l.Run)
 	chmod := []string{l.Run, l.Public}
@@ -178,6 +179,12 @@ func (l Layout) EnsurePublic() error {
 		}
 	}
 	for _, d := range chmod {
+		// A directory already 0755 is left alone: under systemd, egressd
+		// runs as its own user and /run/hostkit is root's (tmpfiles.d), so a
+		// chmod there would fail with EPERM.
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm() == 0o755 && fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) == 0 {
+			continue
+		}
 		if err := os.Chmod(d, 0o755); err != nil {
 			return err
 		}

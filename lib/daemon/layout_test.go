@@ -7,8 +7,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
+	"golang.org/x/sys/unix"
 )
 
 func TestRootLayout(t *testing.T) {
@@ -246,4 +248,32 @@ func TestLayoutMode(t *testing.T) {
 			is.Equal(got, tt.want)
 		})
 	}
+}
+
+// TestEnsurePublicNoChmodWhenRight: directories that are already 0755 are
+// not chmod-ed (their ctime stays), so a daemon that does not own them
+// (egressd under its unit's user; /run/hostkit is root's, from tmpfiles.d)
+// does not fail with EPERM.
+func TestEnsurePublicNoChmodWhenRight(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	l, err := RootLayout(filepath.Join(tmpRoot(t), "r"))
+	is.NoErr(err)
+	is.NoErr(l.EnsurePublic())
+	ctime := func(p string) unix.Timespec {
+		var st unix.Stat_t
+		is.NoErr(unix.Stat(p, &st))
+		return st.Ctim
+	}
+	before := map[string]unix.Timespec{l.Run: ctime(l.Run), l.Public: ctime(l.Public)}
+	time.Sleep(20 * time.Millisecond)
+	is.NoErr(l.EnsurePublic())
+	for d, c := range before {
+		is.Equal(ctime(d), c) // no chmod of a directory that is already 0755
+	}
+	is.NoErr(os.Chmod(l.Public, 0o750))
+	is.NoErr(l.EnsurePublic())
+	fi, err := os.Stat(l.Public)
+	is.NoErr(err)
+	is.Equal(fi.Mode().Perm(), os.FileMode(0o755)) // a wrong mode is still fixed
 }

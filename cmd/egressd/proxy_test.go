@@ -1,0 +1,145 @@
+//go:build linux
+
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"hostkit.dev/lib/redact"
+)
+
+// TestProxyCurlSubstitution is the main flow with a real client: curl
+// through https_proxy=http://inv:token@egressd, Authorization: Bearer
+// <placeholder> to an HTTPS server that reflects it. The server receives
+// the real value; curl's verbose transcript holds only the placeholder and
+// no echo of the value.
+func TestProxyCurlSubstitution(t *testing.T) {
+	is := is.New(t)
+	f := newProxyFixture(t)
+	out := f.curl(t, "inv-1", f.tok1, "-H", "Authorization: Bearer "+f.ph, f.apiURL+"/v1/me")
+	is.True(strings.Contains(out, "echo "+redact.Redacted+" "+redact.Redacted)) // reflected plain and base64, scrubbed
+	is.True(strings.Contains(out, "Bearer "+f.ph))
+	is.True(strings.Contains(out, "hostkit egressd local CA")) // intercepted: egressd's leaf
+	is.Equal(f.api.all(), []string{"GET /v1/me auth=Bearer " + canary})
+	f.checkCanary(t, out)
+}
+
+// TestProxyPythonRequests does the same with /usr/bin/python3 requests.
+func TestProxyPythonRequests(t *testing.T) {
+	is := is.New(t)
+	const py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import requests").Run(); err != nil {
+		t.Skip("needs python3 with requests")
+	}
+	f := newProxyFixture(t)
+	script := `import os, requests
+r = requests.get(os.environ["URL"], headers={"Authorization": "Bearer " + os.environ["PH"]}, timeout=20)
+print(r.status_code, r.text)`
+	cmd := exec.Command(py, "-c", script)
+	cmd.Env = append(f.agentEnv("inv-1", f.tok1), "URL="+f.apiURL+"/py", "PH="+f.ph)
+	out, err := cmd.CombinedOutput()
+	is.NoErr(err)
+	is.Equal(strings.TrimSpace(string(out)), "200 echo "+redact.Redacted+" "+redact.Redacted)
+	is.Equal(f.api.all(), []string{"GET /py auth=Bearer " + canary})
+	f.checkCanary(t, string(out))
+}
+
+// TestProxyGoClient does the same with Go's net/http (http.ProxyURL, as
+// ProxyFromEnvironment would build) and checks the leaf's issuer, and
+// the Unix socket listener.
+func TestProxyGoClient(t *testing.T) {
+	is := is.New(t)
+	f := newProxyFixture(t)
+	c := f.client("inv-1", f.tok1, f.bundlePool(t))
+	req, _ := http.NewRequest("GET", f.apiURL+"/go", nil)
+	req.Header.Set("Authorization", "Bearer "+f.ph)
+	resp, err := c.Do(req)
+	is.NoErr(err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, 200)
+	is.Equal(string(body), "echo "+redact.Redacted+" "+redact.Redacted)
+	is.Equal(resp.TLS.PeerCertificates[0].Issuer.CommonName, "hostkit egressd local CA")
+	is.Equal(f.api.all(), []string{"GET /go auth=Bearer " + canary})
+	f.checkCanary(t, string(body))
+
+	// The same proxy protocol on <run>/egressd/proxy.sock, 0600.
+	fi, err := os.Stat(f.info.ProxySocket)
+	is.NoErr(err)
+	is.Equal(fi.Mode().Perm(), os.FileMode(0o600))
+	resp = f.rawProxy(t, f.dialUnix, "GET "+f.plainURL+"/unix HTTP/1.1\r\nHost: "+strings.TrimPrefix(f.plainURL, "http://")+
+		"\r\nProxy-Authorization: "+basic("inv-3", f.tok3)+"\r\n\r\n")
+	is.Equal(resp.StatusCode, 200)
+	is.Equal(f.plain.all(), []string{"GET /unix auth="})
+
+	// Files: bundle 0644 in a 0755 public dir; the CA key 0600 in state.
+	for path, mode := range map[string]os.FileMode{f.info.CABundlePath: 0o644, filepath.Dir(f.info.CABundlePath): 0o755,
+		filepath.Join(f.eg.root, "state", "egressd", "proxy-ca.key"): 0o600} {
+		fi, err := os.Stat(path)
+		is.NoErr(err)
+		is.Equal(fi.Mode().Perm(), mode)
+	}
+}
+
+// TestProxyPlaceholderMisuse: the placeholder to a second allowed HTTPS
+// server, at another position, in plaintext, another invocation's
+// placeholder, and the placeholder under another invocation's token are
+// each refused with egress.placeholder_misuse and audited; nothing
+// reaches the servers.
+func TestProxyPlaceholderMisuse(t *testing.T) {
+	f := newProxyFixture(t)
+	for _, tc := range []struct{ name, inv, tok string; args []string }{
+		{"other host", "inv-1", f.tok1, []string{"-H", "Authorization: Bearer " + f.ph, f.otherURL + "/x"}},
+		{"other position", "inv-1", f.tok1, []string{f.apiURL + "/x?key=" + f.ph}},
+		{"other header", "inv-1", f.tok1, []string{"-H", "X-Token: " + f.ph, f.apiURL + "/x"}},
+		{"plaintext", "inv-1", f.tok1, []string{"-H", "Authorization: Bearer " + f.ph, f.plainURL + "/x"}},
+		{"body", "inv-1", f.tok1, []string{"--data", `{"k":"` + f.ph + `"}`, f.apiURL + "/x"}},
+		{"another invocation's placeholder", "inv-1", f.tok1, []string{"-H", "Authorization: Bearer " + f.ph2, f.apiURL + "/x"}},
+		{"another invocation's token", "inv-2", f.tok2, []string{"-H", "Authorization: Bearer " + f.ph, f.apiURL + "/x"}},
+		{"no credentials, opaque-less plain", "inv-3", f.tok3, []string{"-H", "Authorization: Bearer " + f.ph, f.plainURL + "/x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			out := f.curl(t, tc.inv, tc.tok, tc.args...)
+			is.True(strings.Contains(out, "< HTTP/1.1 403"))
+			is.True(strings.Contains(out, "X-Hostkit-Error: egress.placeholder_misuse"))
+			f.checkCanary(t, out)
+		})
+	}
+	is := is.New(t)
+	is.Equal(len(f.api.all()), 0)
+	is.Equal(len(f.other.all()), 0)
+	is.Equal(len(f.plain.all()), 0)
+	is.True(strings.Count(f.eg.auditLog(t), `"code":"egress.placeholder_misuse"`) >= 8)
+	f.checkCanary(t, "")
+}
+
+// checkCanary scans extra and every egressd output for the raw values.
+func (f *proxyFixture) checkCanary(t *testing.T, extra string) {
+	t.Helper()
+	probe := redact.NewScrubber()
+	probe.Register([]byte(canary))
+	probe.Register([]byte(canary + "-b"))
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		audit := f.eg.auditLog(t)
+		if !strings.Contains(audit, `"outcome":"pending"`) || time.Now().After(deadline) {
+			for what, s := range map[string]string{"client output": extra, "egressd log": f.eg.stderr.String(), "audit": audit} {
+				if probe.Contains([]byte(s)) {
+					t.Errorf("canary in %s", what)
+				}
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
