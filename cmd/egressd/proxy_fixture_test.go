@@ -45,7 +45,7 @@ func (r *recorder) all() []string {
 // proxyFixture is secretd + egressd with three upstreams: api.test (HTTPS,
 // the credential's destination; it reflects Authorization plain and
 // base64), other.test (HTTPS, allowed by policy; serves a large body at
-// /big) and plain.test (plain HTTP, allowed).
+// /big) and a plain HTTP server on 127.0.0.1 (allowed).
 type proxyFixture struct {
 	eg                *egressd
 	info              *egressdapi.InfoResponse
@@ -88,11 +88,11 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	t.Cleanup(func() { plainSrv.Close() })
 	port := func(a net.Addr) string { return strconv.Itoa(a.(*net.TCPAddr).Port) }
 	pa, po, pp := port(apiSrv.Listener.Addr()), port(otherSrv.Listener.Addr()), port(plainL.Addr())
-	f.apiURL, f.otherURL, f.plainURL = "https://api.test:"+pa, "https://other.test:"+po, "http://plain.test:"+pp
+	f.apiURL, f.otherURL, f.plainURL = "https://api.test:"+pa, "https://other.test:"+po, "http://127.0.0.1:"+pp
 
 	sd := startSecretd(t, root)
 	f.eg = startEgressd(t, root, "-ca-file", f.ca.WriteFile(t, root), "-resolve", "api.test:"+pa+":127.0.0.1",
-		"-resolve", "other.test:"+po+":127.0.0.1", "-resolve", "plain.test:"+pp+":127.0.0.1")
+		"-resolve", "other.test:"+po+":127.0.0.1")
 	f.info, err = f.eg.api.Info(ctx)
 	is.NoErr(err)
 	for name, val := range map[string]string{"api": canary, "api-b": canary + "-b"} {

@@ -130,7 +130,9 @@ func start(t *testing.T, extra ...string) *env {
 		t.Fatal(err)
 	}
 	os.Chmod(root, 0o755)
-	e := &env{t: t, root: root, args: append([]string{"-root", root}, extra...)}
+	// No egressd here: instances without credentials start without a
+	// bundle (egress_test.go runs the real secretd and egressd).
+	e := &env{t: t, root: root, args: append([]string{"-root", root, "-egress-required", "no"}, extra...)}
 	e.boot()
 	t.Cleanup(func() {
 		e.destroyAll()

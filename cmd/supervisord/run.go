@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workDir := fs.String("default-working-dir", "/", "working directory for instances whose request names none")
 	logMB := fs.Int("log-max-mb", 10, "size cap of one instance output log file, MiB")
 	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
+	eflags := egressFlags(fs)
 	env, err := daemon.Setup(fs, args, "supervisord", daemon.NameSupervisord, "SUPERVISORD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -72,7 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := env.Layout.EnsurePublic(); err != nil {
 		return err
 	}
-	mgr, err := manager.New(manager.Config{
+	eg := eflags.client(env.Layout, env.Logger)
+	defer eg.Close()
+	mgr, err := manager.New(manager.Config{Egress: eg,
 		HostRuntimeEnabled: bool(hostRuntime), StateDir: env.Layout.StateDir(name),
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
@@ -89,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if w := mgr.Warning(); w != "" {
 		env.Logger.Warn("supervisord.not_isolated", "warning", w)
 	}
-	health := func(context.Context) map[string]any { return mgr.Health() }
+	health := func(context.Context) map[string]any { return withEgress(mgr.Health(), eg) }
 	svc := daemon.Service{
 		Name:        name,
 		Socket:      socket,
@@ -98,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:      env.Logger,
 		Roles:       r,
 		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, mgr.Ops()...),
+		Actors:      []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch)},
 	}
 	return svc.Run(ctx)
 }

@@ -47,11 +47,28 @@ const (
 	StateCreated      = "created"       // provisioned with start=false
 	StateRunning      = "running"       // the leader runs
 	StateLeaderExited = "leader_exited" // the leader exited but descendants remain; stop cleans them
+	StateRestarting   = "restarting"    // restart on-failure: the tree ended with a failure; the next start waits out its backoff
 	StateStopping     = "stopping"
 	StateStopped      = "stopped" // stopped by instance.stop: leader reaped, no descendant left
 	StateExited       = "exited"  // the tree ended on its own (or its end could not be observed: Exit.Unknown)
 	StateCredsLost    = "credentials_lost"
 )
+
+// Restart policies and bounds (restart on-failure: a non-zero exit, a
+// signal or an unobserved end restarts the agent after 1 s, 2 s, 4 s …
+// at most 60 s, for at most MaxRestarts consecutive failures; a run that
+// lasted 60 s resets both).
+const (
+	RestartNever       = "never"
+	RestartOnFailure   = "on-failure"
+	DefaultMaxRestarts = 10
+	MaxMaxRestarts     = 1000
+)
+
+// IsolatedProxyAddress is where an agent in network isolated reaches
+// egressd: the holder's listener inside the agent's network namespace,
+// bridged to egressd's proxy.sock.
+const IsolatedProxyAddress = "127.0.0.1:4750"
 
 // Stop timeout bounds and default, in milliseconds.
 const (

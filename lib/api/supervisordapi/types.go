@@ -23,7 +23,8 @@ type ProvisionRequest struct {
 	Env            map[string]string `msgpack:"env"`         // no NUL or newline in keys or values
 	InstanceID     string            `msgpack:"instance_id"` // canonical UUID; "" = generated
 	Labels         map[string]string `msgpack:"labels"`
-	Loadout        string            `msgpack:"loadout"` // given to the agent as HOSTKIT_LOADOUT
+	Loadout        string            `msgpack:"loadout"`      // given to the agent as HOSTKIT_LOADOUT
+	MaxRestarts    int64             `msgpack:"max_restarts"` // restart on-failure: consecutive restarts at most; 0 = DefaultMaxRestarts, ≤ MaxMaxRestarts
 	Name           string            `msgpack:"name"`
 	Network        *Network          `msgpack:"network"`
 	Profile        string            `msgpack:"profile"` // given to the agent as HOSTKIT_PROFILE
@@ -64,12 +65,15 @@ type Instance struct {
 	PID            int64             `msgpack:"pid"`
 	Profile        string            `msgpack:"profile"`
 	PTY            bool              `msgpack:"pty"`
+	Restart        string            `msgpack:"restart"`  // never or on-failure
+	Restarts       int64             `msgpack:"restarts"` // restarts the holder made (on-failure), in all
 	Runtime        string            `msgpack:"runtime"`
 	Session        string            `msgpack:"session"` // direct or managed
 	SessionBackend string            `msgpack:"session_backend"`
 	StartedAt      int64             `msgpack:"started_at"` // Unix ms
 	State          string            `msgpack:"state"`
 	StopTimeoutMS  int64             `msgpack:"stop_timeout_ms"`
+	TmuxSocket     string            `msgpack:"tmux_socket"` // session_backend tmux: the tmux server's socket (`tmux -S <it> attach`, as root); "" otherwise
 	Warning        string            `msgpack:"warning"`     // e.g. NotIsolatedWarning
 	WatchAgent     string            `msgpack:"watch_agent"` // host-<first 8 hex>
 	WorkingDir     string            `msgpack:"working_dir"`

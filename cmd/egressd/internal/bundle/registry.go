@@ -28,7 +28,7 @@ type Registry struct {
 	mu      sync.Mutex
 	bundles map[string]*Bundle
 	pending map[string]bool
-	held    map[[32]byte]int // SHA-256 of each held value → how many credentials hold it
+	held    map[[32]byte]int  // SHA-256 of each held value → how many credentials hold it
 	places  map[string]string // placeholder → invocation, for every held credential
 }
 

@@ -40,7 +40,9 @@ func (e *statusError) Error() string { return e.err.Error() }
 func (e *statusError) Unwrap() error { return e.err }
 
 // misdirected marks err as a 421 (RFC 9110 §15.5.20).
-func misdirected(err error) error { return &statusError{status: http.StatusMisdirectedRequest, err: err} }
+func misdirected(err error) error {
+	return &statusError{status: http.StatusMisdirectedRequest, err: err}
+}
 
 // Status returns the HTTP status a refusal with err's code gets.
 func Status(err error) int {

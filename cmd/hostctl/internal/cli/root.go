@@ -84,6 +84,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			secretCmd(g),
 			leaseCmd(g),
 			versionCmd(g),
+			auditCmd(g),
+			completionCmd(g),
+			helpCmd(g),
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },
 	}

@@ -27,7 +27,8 @@ type Status struct {
 	Descendants int64           `msgpack:"descendants"` // live processes of the tree, leader included
 	Exit        *api.ExitStatus `msgpack:"exit"`
 	PGID        int64           `msgpack:"pgid"`
-	State       string          `msgpack:"state"` // api.State*
+	Restarts    int64           `msgpack:"restarts"` // on-failure restarts made
+	State       string          `msgpack:"state"`    // api.State*
 }
 
 // StopRequest asks the holder to stop the tree: SIGTERM (and SIGCONT) to

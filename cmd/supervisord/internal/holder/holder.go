@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
+	"hostkit.dev/cmd/supervisord/internal/netns"
 	"hostkit.dev/cmd/supervisord/internal/store"
 	api "hostkit.dev/lib/api/supervisordapi"
 )
@@ -52,18 +54,29 @@ type holder struct {
 	spec store.Spec
 	log  *slog.Logger
 	hub  *hub
-	pty  *os.File // PTY master, nil without a PTY
+	env  []string  // the agent's environment (agent.env), kept for restarts
+	ns   *netns.NS // network isolated: the agent's namespace; nil on the host network
 
 	mu         sync.Mutex
+	pty        *os.File        // PTY master of the current run, nil without a PTY
 	leader     int             // agent pid; 0 before start
 	pgid       int             // agent's process group (= leader, by Setsid)
 	exit       *api.ExitStatus // set when the leader is reaped
 	stopping   bool
+	stopCh     chan struct{} // closed by the first stop: no restart after it
 	killed     int
-	leaderDone chan struct{} // closed when the leader is reaped
-	treeEmpty  chan struct{} // closed when wait4 reports ECHILD after the leader was reaped
-	outputDone chan struct{} // closed when the output reached EOF
+	leaderDone chan struct{} // closed when the leader is reaped (per run)
+	treeEmpty  chan struct{} // closed when wait4 reports ECHILD after the leader was reaped (per run)
+	outputDone chan struct{} // closed when the output reached EOF (per run)
 	finished   chan struct{} // closed when exit.json is written
+
+	// Restarts (restart on-failure) and the tmux backend.
+	restarts   int       // restarts made, in all
+	restarting bool      // waiting out a restart's backoff
+	policy     backoff   // on-failure backoff state
+	runStart   time.Time // when the current run started
+	tmuxServer int       // tmux backend: the current run's server pid (spared by stop's SIGTERM pass)
+	afterTree  func()    // per run, called once its tree is empty (tmux: ends the output FIFO)
 }
 
 // state reports the holder's state (api.State*); h.mu must be held.
@@ -75,6 +88,8 @@ func (h *holder) stateLocked() string {
 		return api.StateExited
 	case h.stopping:
 		return api.StateStopping
+	case h.restarting:
+		return api.StateRestarting
 	case h.exit != nil:
 		return api.StateLeaderExited
 	}

@@ -11,6 +11,7 @@ import (
 
 	api "hostkit.dev/lib/api/supervisordapi"
 
+	"hostkit.dev/cmd/supervisord/internal/egress"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -25,6 +26,7 @@ type Config struct {
 	LogMaxMB           int    // output log size cap per file, MiB (min 1)
 	LogFiles           int    // output log files kept, the current one included (min 1)
 	Logger             *slog.Logger
+	Egress             *egress.Client // stages leases and registers bundles; nil: credentialed provisioning fails closed
 }
 
 // Manager owns every instance directory.
@@ -37,6 +39,7 @@ type Manager struct {
 	uidMu   sync.Mutex
 	uids    map[string]int // instance → agent uid, guarded by uidMu
 	streams sync.Map       // call id → holder stream opened by the attach handler
+	lost    lostSeen       // instances whose credentials_lost event was logged
 }
 
 // New returns a manager; it creates the instances directory.
@@ -107,7 +110,7 @@ func (m *Manager) Health() map[string]any {
 	ids, _ := m.st.IDs()
 	for _, id := range ids {
 		if md, err := m.st.Load(id); err == nil {
-			counts[md.State]++
+			counts[m.liveState(md, md.State)]++
 		}
 	}
 	h := map[string]any{

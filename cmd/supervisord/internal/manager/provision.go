@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
 
+	"hostkit.dev/cmd/supervisord/internal/egress"
 	"hostkit.dev/cmd/supervisord/internal/holder"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -46,13 +48,27 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 		}
 		return m.statusLocked(ctx, md), nil
 	}
-	md, err := m.create(id, dg, req)
+	grant := &egress.Grant{}
+	if req.Start {
+		grant, err = m.acquireEgress(ctx, req)
+	} else {
+		err = m.checkEgress(ctx, req)
+	}
 	if err != nil {
+		os.RemoveAll(m.st.Dir(id))
+		return nil, err
+	}
+	md, err := m.create(id, dg, req, grant)
+	if err != nil {
+		if md != nil {
+			m.releaseEgress(ctx, md)
+		}
 		os.RemoveAll(m.st.Dir(id))
 		return nil, err
 	}
 	if req.Start {
 		if err := m.spawn(ctx, md); err != nil {
+			m.releaseEgress(ctx, md)
 			md.State = api.StateExited
 			md.Exit = &api.ExitStatus{Unknown: true}
 			md.ExitedAt = time.Now().UnixMilli()
@@ -64,8 +80,9 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 	return m.view(md, nil), nil
 }
 
-// create writes agent.env and metadata.json of a new instance directory.
-func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metadata, error) {
+// create writes agent.env and metadata.json of a new instance directory;
+// grant's variables (egress) override the request's env.
+func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress.Grant) (*store.Metadata, error) {
 	uid := -1
 	if m.root {
 		var err error
@@ -74,15 +91,20 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metad
 		}
 	}
 	env := m.agentEnv(id, req)
+	maps.Copy(env, grant.Env)
+	var egr *egress.Record
+	if grant.Env != nil {
+		egr = &grant.Record
+	}
 	b, err := store.EncodeEnv(env)
 	if err != nil {
-		return nil, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
+		return &store.Metadata{ID: id, Egress: egr}, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
 	}
 	if err := store.WriteFile(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
-		return nil, err
+		return &store.Metadata{ID: id, Egress: egr}, err
 	}
 	now := time.Now().UnixMilli()
-	md := &store.Metadata{
+	md := &store.Metadata{Egress: egr,
 		ID: id, RequestDigest: dg, Request: *req, State: api.StateCreated,
 		Session: api.SessionDirect, WatchAgent: api.WatchAgent(id), CreatedAt: now, UpdatedAt: now,
 		Spec: store.Spec{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -35,6 +36,10 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 		if live.Exit != nil {
 			in.Exit = live.Exit
 		}
+	}
+	in.State = m.liveState(md, in.State)
+	if md.Egress != nil && md.Egress.Warning != "" && !terminal(in.State) {
+		in.Warning = strings.TrimPrefix(in.Warning+"; "+md.Egress.Warning, "; ")
 	}
 	return in
 }
@@ -102,6 +107,7 @@ func (m *Manager) Stop(ctx context.Context, id string) (*api.Instance, error) {
 // stopLocked stops md's tree through its holder, waits for the holder to
 // end and reconciles; the caller holds the instance lock.
 func (m *Manager) stopLocked(ctx context.Context, md *store.Metadata) {
+	defer m.releaseEgressSaved(ctx, md)
 	m.reconcile(ctx, md)
 	if terminal(md.State) || !m.holderAlive(md.ID) {
 		m.reconcile(ctx, md)

@@ -10,6 +10,8 @@ import (
 
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/egress"
 )
 
 // normalize validates req and fills defaults. Errors: runtime.*,
@@ -95,10 +97,7 @@ func (m *Manager) normalize(req *api.ProvisionRequest) error {
 			return wire.Errorf(api.CodeInstanceInvalid, "network.mode must be host or isolated")
 		}
 	}
-	if len(req.Credentials) > 0 {
-		return wire.Errorf(api.CodeCredentialsUnavailable, "credentials cannot be staged: egress wiring is not implemented in this supervisord")
-	}
-	return nil
+	return egress.Validate(req.Credentials)
 }
 
 // digest is the sha256 of req's canonical encoding.

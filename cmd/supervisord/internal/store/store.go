@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"hostkit.dev/cmd/supervisord/internal/egress"
 	"hostkit.dev/cmd/supervisord/internal/proc"
 	api "hostkit.dev/lib/api/supervisordapi"
 )
@@ -46,6 +47,11 @@ type Spec struct {
 	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
 	LogMaxMB       int               `json:"log_max_mb"`
 	LogFiles       int               `json:"log_files"`
+	Restart        string            `json:"restart,omitempty"`      // never or on-failure
+	MaxRestarts    int               `json:"max_restarts,omitempty"` // consecutive on-failure restarts at most
+	ProxySocket    string            `json:"proxy_socket,omitempty"` // network isolated: egressd's proxy.sock, bridged from 127.0.0.1:4750 in the namespace
+	Tmux           string            `json:"tmux,omitempty"`         // session_backend tmux: the tmux binary
+	TmuxSocket     string            `json:"tmux_socket,omitempty"`  // session_backend tmux: the server's socket
 }
 
 // Metadata is metadata.json. Only supervisord writes it.
@@ -62,10 +68,12 @@ type Metadata struct {
 	Agent         proc.Identity        `json:"agent"`
 	PGID          int                  `json:"pgid"`
 	Exit          *api.ExitStatus      `json:"exit,omitempty"`
+	Egress        *egress.Record       `json:"egress,omitempty"` // the bundle of the current start (nil: never started)
 	CreatedAt     int64                `json:"created_at"`
 	StartedAt     int64                `json:"started_at,omitempty"`
 	ExitedAt      int64                `json:"exited_at,omitempty"`
 	UpdatedAt     int64                `json:"updated_at"`
+	Restarts      int                  `json:"restarts,omitempty"` // on-failure restarts (from exit.json once ended)
 }
 
 // Intent is intent.json, written before a holder is spawned so that a
@@ -91,6 +99,7 @@ type ExitRecord struct {
 	Stopped  bool           `json:"stopped"` // the end came from a stop request
 	Killed   int            `json:"killed"`  // processes the freeze-and-kill took
 	ExitedAt int64          `json:"exited_at"`
+	Restarts int            `json:"restarts,omitempty"` // on-failure restarts the holder made
 }
 
 // Store is the instances directory.

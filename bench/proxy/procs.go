@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/rpc"
+)
+
+const (
+	secret = "bench-secret-value-0123456789"
+	token  = "benchbenchbenchbenchbenchbenchbenchbenchben"
+)
+
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// egressdProc is egressd (with secretd) registered with two invocations:
+// "bench" (no credentials; may reach both upstreams) and "benchc" (one
+// credential for the HTTPS upstream, header:Authorization "Bearer {}").
+type egressdProc struct {
+	procs       []*proc
+	proxy       string
+	placeholder string
+	pool        *x509.CertPool
+}
+
+func (e *egressdProc) stop() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop()
+	}
+}
+
+func (e *egressdProc) basic(inv string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(inv+":"+token))
+}
+
+func (e *egressdProc) proxyURL(inv string) string {
+	return "http://" + inv + ":" + token + "@" + e.proxy
+}
+
+func build(dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "cmd", name)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
+	}
+	return bin, nil
+}
+
+func startEgressd(dir, plain, tlsUp, cHost, cAddr, caFile string) (*egressdProc, error) {
+	root := filepath.Join(dir, "r")
+	e := &egressdProc{}
+	var bins [2]string
+	for i, n := range []string{"secretd", "egressd"} {
+		b, err := build(dir, n)
+		if err != nil {
+			return nil, err
+		}
+		bins[i] = b
+	}
+	free, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	e.proxy = free
+	ctx := context.Background()
+	for i, args := range [][]string{{"-root", root}, {"-root", root, "-audit-fsync", "never", "-log-level", "info",
+		"-proxy-address", free, "-ca-file", caFile, "-resolve", cHost + ":" + strings.Split(cAddr, ":")[0]}} {
+		cmd := exec.Command(bins[i], args...)
+		if err := cmd.Start(); err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.procs = append(e.procs, &proc{cmd: cmd})
+		name := []string{"secretd", "egressd"}[i]
+		c := rpc.NewClient(filepath.Join(root, "run", name, "api.sock"), 5*time.Second)
+		for n := 0; ; n++ {
+			if _, err := healthapi.Get(ctx, c); err == nil {
+				break
+			} else if n > 400 {
+				e.stop()
+				return nil, errors.New(name + " did not start: " + err.Error())
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		c.Close()
+	}
+	sd := secretdapi.NewClient(rpc.NewClient(filepath.Join(root, "run", "secretd", "api.sock"), 5*time.Second))
+	eg := egressdapi.NewClient(rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 5*time.Second))
+	dest := "https://" + tlsUp
+	allow := egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "http://" + plain}, {Origin: dest}}}
+	if _, err := eg.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "bench", ProxyToken: token, Policy: allow}); err != nil {
+		e.stop()
+		return nil, err
+	}
+	if _, err := sd.CredentialPut(ctx, &secretdapi.CredentialPutRequest{Name: "bench", Value: []byte(secret), Destinations: []string{"https://" + cHost},
+		Targets: []secretdapi.TargetSpec{{Target: "header:Authorization", Template: "Bearer {}"}}}, ""); err != nil {
+		e.stop()
+		return nil, err
+	}
+	st, err := sd.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: "bench", Invocation: "benchc"})
+	if err == nil {
+		_, err = eg.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "benchc", ProxyToken: token, Handles: [][]byte{st.Handle}})
+	}
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	e.placeholder = st.Placeholder
+	info, err := eg.Info(ctx)
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	pem, err := os.ReadFile(info.CABundlePath)
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	e.pool = x509.NewCertPool()
+	e.pool.AppendCertsFromPEM(pem)
+	return e, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startSquid runs squid -N on a free loopback port: no cache, no access
+// log, one worker.
+func startSquid(dir string) (*proc, error) {
+	bin, err := exec.LookPath("squid")
+	if err != nil {
+		return nil, errors.New("squid is not installed")
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	d := filepath.Join(dir, "squid")
+	os.MkdirAll(d, 0o777)
+	os.Chmod(d, 0o777)
+	conf := strings.Join([]string{"http_port " + addr, "pid_filename " + d + "/squid.pid", "cache deny all", "cache_mem 0 MB",
+		"access_log none", "cache_store_log none", "cache_log /dev/null", "logfile_rotate 0", "http_access allow all",
+		"coredump_dir " + d, "visible_hostname bench", "shutdown_lifetime 0 seconds", "via off", "forwarded_for delete", ""}, "\n")
+	return startWith(bin, addr, filepath.Join(d, "squid.conf"), conf, "-N", "-f")
+}
+
+// startTinyproxy runs tinyproxy -d on a free loopback port without logs.
+func startTinyproxy(dir string) (*proc, error) {
+	bin, err := exec.LookPath("tinyproxy")
+	if err != nil {
+		return nil, errors.New("tinyproxy is not installed")
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	conf := strings.Join([]string{"User nobody", "Group nogroup", "Port " + port, "Listen 127.0.0.1", "Timeout 600",
+		"MaxClients 1024", "LogLevel Critical", "LogFile \"/dev/null\"", "DisableViaHeader Yes", ""}, "\n")
+	return startWith(bin, addr, filepath.Join(dir, "tinyproxy.conf"), conf, "-d", "-c")
+}
+
+func startWith(bin, addr, confPath, conf string, args ...string) (*proc, error) {
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, append(args, confPath)...)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, addr: addr}
+	for n := 0; n < 200; n++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p, nil
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	p.stop()
+	return nil, fmt.Errorf("%s did not listen on %s", filepath.Base(bin), addr)
+}

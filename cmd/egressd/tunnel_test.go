@@ -1,0 +1,151 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+func basic(inv, tok string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(inv+":"+tok))
+}
+
+func (f *proxyFixture) dialTCP() (net.Conn, error)  { return net.Dial("tcp", f.info.ProxyAddress) }
+func (f *proxyFixture) dialUnix() (net.Conn, error) { return net.Dial("unix", f.info.ProxySocket) }
+
+// rawProxy writes raw to a new proxy connection and reads one response.
+func (f *proxyFixture) rawProxy(t *testing.T, dial func() (net.Conn, error), raw string) *http.Response {
+	t.Helper()
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// connectTLS opens CONNECT authority as inv and a TLS client inside it
+// that trusts egressd's bundle.
+func (f *proxyFixture) connectTLS(t *testing.T, inv, tok, authority string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	is := is.New(t)
+	c, err := f.dialTCP()
+	is.NoErr(err)
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nHost: "+authority+"\r\nProxy-Authorization: "+basic(inv, tok)+"\r\n\r\n")
+	is.NoErr(err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200)
+	host, _, _ := net.SplitHostPort(authority)
+	tc := tls.Client(c, &tls.Config{ServerName: host, RootCAs: f.bundlePool(t)})
+	is.NoErr(tc.Handshake())
+	return tc, bufio.NewReader(tc)
+}
+
+func code(resp *http.Response) string { return resp.Header.Get("X-Hostkit-Error") }
+
+// TestProxyTunnels: opaque tunnels for an invocation without credentials
+// (the client sees the server's own certificate; bytes counted, only
+// outbound in network_egress_bytes), interception for one with
+// credentials, and each refusal with its code.
+func TestProxyTunnels(t *testing.T) {
+	t.Parallel()
+	f := newProxyFixture(t)
+	t.Run("opaque tunnel, end to end TLS, counted", func(t *testing.T) {
+		is := is.New(t)
+		c := f.client("inv-3", f.tok3, f.ca.Pool) // trusts only the test CA: egressd's leaf would fail
+		resp, err := c.Get(f.otherURL + "/big")
+		is.NoErr(err)
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		is.Equal(n, int64(bigSize))
+		is.Equal(resp.TLS.PeerCertificates[0].Issuer.CommonName, "egressd test CA")
+		c.CloseIdleConnections()
+		st, err := f.eg.api.Stats(ctx, "inv-3")
+		is.NoErr(err)
+		out := st.Invocations[0].NetworkEgressBytes
+		is.True(out > 200 && out < 16<<10) // the ClientHello and the request, not the megabyte back
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(f.eg.auditLog(t), `"mode":"tunnel","origin"`) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		audit := f.eg.auditLog(t)
+		is.True(strings.Contains(audit, `"bytes_in":10`)) // 1 MiB and TLS framing: 10xxxxx bytes
+	})
+	t.Run("credentials mean interception", func(t *testing.T) {
+		is := is.New(t)
+		tc, br := f.connectTLS(t, "inv-1", f.tok1, strings.TrimPrefix(f.otherURL, "https://"))
+		is.Equal(tc.ConnectionState().PeerCertificates[0].Issuer.CommonName, "hostkit egressd local CA")
+		io.WriteString(tc, "GET /in HTTP/1.1\r\nHost: "+strings.TrimPrefix(f.otherURL, "https://")+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, 200)
+	})
+	t.Run("CONNECT A, inner Host B", func(t *testing.T) {
+		is := is.New(t)
+		tc, br := f.connectTLS(t, "inv-1", f.tok1, strings.TrimPrefix(f.apiURL, "https://"))
+		io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+strings.TrimPrefix(f.otherURL, "https://")+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusMisdirectedRequest)
+		is.Equal(code(resp), "egress.header_invalid")
+	})
+	t.Run("CONNECT A, absolute-form inner request to B", func(t *testing.T) {
+		is := is.New(t)
+		tc, br := f.connectTLS(t, "inv-1", f.tok1, strings.TrimPrefix(f.apiURL, "https://"))
+		io.WriteString(tc, "GET "+f.otherURL+"/ HTTP/1.1\r\nHost: "+strings.TrimPrefix(f.otherURL, "https://")+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusMisdirectedRequest)
+		is.Equal(code(resp), "egress.invalid_request")
+	})
+	for _, tc := range []struct{ name, raw, status, code string }{
+		{"CONNECT to egressd's own port", "CONNECT " + f.info.ProxyAddress + " HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.address_forbidden"},
+		{"CONNECT outside the policy", "CONNECT example.com:443 HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
+		{"missing proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\n\r\n", "407", "peer.denied"},
+		{"wrong proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok1) + "\r\n\r\n", "407", "peer.denied"},
+		{"plain http, wrong token", "GET " + f.plainURL + "/ HTTP/1.1\r\nProxy-Authorization: " + basic("inv-1", f.tok3) + "\r\n\r\n", "407", "peer.denied"},
+		{"origin-form to the proxy", "GET / HTTP/1.1\r\nHost: x\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "400", "egress.invalid_request"},
+		{"plain http outside the policy", "GET http://example.com/ HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			resp := f.rawProxy(t, f.dialTCP, tc.raw)
+			is.Equal(resp.Status[:3], tc.status)
+			is.Equal(code(resp), tc.code)
+			if tc.status == "407" {
+				is.True(strings.HasPrefix(resp.Header.Get("Proxy-Authenticate"), "Basic"))
+			}
+		})
+	}
+	t.Run("dropped bundle's token", func(t *testing.T) {
+		is := is.New(t)
+		is.NoErr(f.eg.api.BundleDrop(ctx, "inv-2"))
+		resp := f.rawProxy(t, f.dialTCP, "CONNECT "+strings.TrimPrefix(f.apiURL, "https://")+" HTTP/1.1\r\nProxy-Authorization: "+basic("inv-2", f.tok2)+"\r\n\r\n")
+		is.Equal(resp.StatusCode, http.StatusProxyAuthRequired)
+		is.Equal(code(resp), "peer.denied")
+		is.True(strings.Contains(f.eg.auditLog(t), `"why":"unknown_invocation"`))
+	})
+	f.checkCanary(t, "")
+}

@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/daemon"
+)
+
+// instanceCmd is `hostctl instance ...`: agent instances in supervisord.
+func instanceCmd(g *globals) *ffcli.Command {
+	return &ffcli.Command{
+		Name:       "instance",
+		ShortUsage: "hostctl instance <provision|list|status|stop|destroy|logs|attach|signal> ...",
+		ShortHelp:  "provision and manage agent instances (supervisord)",
+		LongHelp:   "Instances are agent processes supervisord runs on the host, each under its own holder. See docs/supervisord.md.",
+		FlagSet:    g.newFlagSet("instance"),
+		Subcommands: []*ffcli.Command{instanceProvisionCmd(g), instanceListCmd(g), instanceStatusCmd(g), instanceStopCmd(g),
+			instanceDestroyCmd(g), instanceLogsCmd(g), instanceAttachCmd(g), instanceSignalCmd(g)},
+		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+	}
+}
+
+// supervisord returns a typed client for supervisord; close with done.
+func (g *globals) supervisord() (c *api.Client, done func(), err error) {
+	rc, err := g.client(daemon.NameSupervisord)
+	if err != nil {
+		return nil, nil, err
+	}
+	return api.NewClient(rc), func() { rc.Close() }, nil
+}
+
+// kvFlag collects repeatable K=V flags.
+type kvFlag map[string]string
+
+func (k kvFlag) String() string { return fmt.Sprint(map[string]string(k)) }
+
+func (k kvFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	k[key] = val
+	return nil
+}
+
+// credFlag collects repeatable --credential NAME=ENV.
+type credFlag []api.CredentialSpec
+
+func (c *credFlag) String() string { return fmt.Sprint(len(*c)) }
+
+func (c *credFlag) Set(v string) error {
+	name, env, ok := strings.Cut(v, "=")
+	if !ok || name == "" || env == "" {
+		return fmt.Errorf("want NAME=ENV (credential name, environment variable), got %q", v)
+	}
+	*c = append(*c, api.CredentialSpec{Credential: name, Env: env})
+	return nil
+}
+
+func instanceProvisionCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("instance provision")
+	name := fs.String("name", "", "instance name")
+	id := fs.String("id", "", "instance id (a UUID; default: generated)")
+	pty := fs.Bool("pty", false, "give the agent a terminal (attach with `hostctl instance attach`)")
+	rows := fs.Uint("rows", 0, "terminal rows (with --pty; default 24)")
+	cols := fs.Uint("cols", 0, "terminal columns (with --pty; default 80)")
+	network := fs.String("network", "", "network mode: host (default) or isolated")
+	workDir := fs.String("working-dir", "", "working directory (default: supervisord's)")
+	noStart := fs.Bool("no-start", false, "create the instance without starting it")
+	stopTimeout := fs.Duration("stop-timeout", 0, "time between SIGTERM and the kill on stop (1s..300s; default 10s)")
+	var creds credFlag
+	var allow stringsFlag
+	env := kvFlag{}
+	fs.Var(&creds, "credential", "credential NAME given to the agent (as a placeholder) under environment variable ENV: NAME=ENV (repeatable)")
+	fs.Var(&allow, "allow", "origin the agent may reach through egressd, e.g. https://api.example.com (repeatable)")
+	fs.Var(env, "env", "environment variable K=V for the agent (repeatable)")
+	return &ffcli.Command{
+		Name:       "provision",
+		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] -- CMD ARGS...",
+		ShortHelp:  "create and start an instance",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) == 0 {
+				return usageError{"instance provision needs a command after --"}
+			}
+			if *rows > 65535 || *cols > 65535 {
+				return usageError{"--rows and --cols must be at most 65535"}
+			}
+			req := &api.ProvisionRequest{Command: args, Credentials: creds, InstanceID: *id, Name: *name, PTY: *pty,
+				PTYRows: uint16(*rows), PTYCols: uint16(*cols), Start: !*noStart, WorkingDir: *workDir,
+				StopTimeoutMS: stopTimeout.Milliseconds()}
+			if len(env) > 0 {
+				req.Env = env
+			}
+			if *network != "" || len(allow) > 0 {
+				req.Network = &api.Network{Mode: *network, Allow: allow}
+			}
+			c, done, err := g.supervisord()
+			if err != nil {
+				return err
+			}
+			defer done()
+			in, err := c.Provision(ctx, req)
+			if err != nil {
+				return err
+			}
+			return g.printInstance(in)
+		},
+	}
+}
+
+// idCmd is a command that takes one instance ID and calls fn.
+func idCmd(g *globals, name, short string, fn func(ctx context.Context, c *api.Client, id string) error) *ffcli.Command {
+	fs := g.newFlagSet("instance " + name)
+	return &ffcli.Command{
+		Name:       name,
+		ShortUsage: "hostctl instance " + name + " ID [--json]",
+		ShortHelp:  short,
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			id, err := oneArg(fs, args, "instance "+name, "an instance ID")
+			if err != nil {
+				return err
+			}
+			c, done, err := g.supervisord()
+			if err != nil {
+				return err
+			}
+			defer done()
+			return fn(ctx, c, id)
+		},
+	}
+}
+
+// oneArg takes a single positional argument; flags may follow it.
+func oneArg(fs *flag.FlagSet, args []string, cmd, what string) (string, error) {
+	if len(args) == 0 {
+		return "", usageError{cmd + " needs " + what}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return "", usageError{cmd + " takes " + what + " only"}
+	}
+	return args[0], nil
+}
+
+func instanceStatusCmd(g *globals) *ffcli.Command {
+	return idCmd(g, "status", "show one instance", func(ctx context.Context, c *api.Client, id string) error {
+		in, err := c.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		return g.printInstance(in)
+	})
+}
+
+func instanceStopCmd(g *globals) *ffcli.Command {
+	return idCmd(g, "stop", "stop an instance's whole process tree (SIGTERM, then kill)", func(ctx context.Context, c *api.Client, id string) error {
+		in, err := c.Stop(ctx, id)
+		if err != nil {
+			return err
+		}
+		return g.printInstance(in)
+	})
+}
+
+func instanceDestroyCmd(g *globals) *ffcli.Command {
+	return idCmd(g, "destroy", "stop an instance and remove its directory", func(ctx context.Context, c *api.Client, id string) error {
+		if err := c.Destroy(ctx, id); err != nil {
+			return err
+		}
+		if g.json {
+			return writeJSON(g.stdout, map[string]string{"instance_id": id, "state": "destroyed"})
+		}
+		_, err := fmt.Fprintf(g.stdout, "destroyed %s\n", id)
+		return err
+	})
+}
+
+func instanceListCmd(g *globals) *ffcli.Command {
+	return &ffcli.Command{
+		Name:       "list",
+		ShortUsage: "hostctl instance list [--json]",
+		ShortHelp:  "list instances",
+		FlagSet:    g.newFlagSet("instance list"),
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return usageError{"instance list takes no arguments"}
+			}
+			c, done, err := g.supervisord()
+			if err != nil {
+				return err
+			}
+			defer done()
+			l, err := c.List(ctx)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				out := struct {
+					Instances []instanceJSON `json:"instances"`
+					Warning   string         `json:"warning,omitempty"`
+				}{Instances: []instanceJSON{}, Warning: l.Warning}
+				for i := range l.Instances {
+					out.Instances = append(out.Instances, toInstanceJSON(&l.Instances[i]))
+				}
+				return writeJSON(g.stdout, out)
+			}
+			rows := make([][]string, 0, len(l.Instances))
+			for _, in := range l.Instances {
+				rows = append(rows, []string{in.InstanceID, in.Name, in.State, pidStr(in.PID), in.Network,
+					strings.Join(in.Command, " "), msTime(in.CreatedAt)})
+			}
+			if err := table(g.stdout, []string{"ID", "NAME", "STATE", "PID", "NETWORK", "COMMAND", "CREATED"}, rows); err != nil {
+				return err
+			}
+			if l.Warning != "" {
+				fmt.Fprintf(g.stderr, "warning: %s\n", l.Warning)
+			}
+			return nil
+		},
+	}
+}
+
+func instanceSignalCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("instance signal")
+	return &ffcli.Command{
+		Name:       "signal",
+		ShortUsage: "hostctl instance signal ID SIG [--json]",
+		ShortHelp:  "send a signal (TERM, HUP, SIGINT, 9...) to an instance's process group",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) < 2 {
+				return usageError{"instance signal needs an instance ID and a signal"}
+			}
+			if err := fs.Parse(args[2:]); err != nil {
+				return usageError{err.Error()}
+			}
+			if fs.NArg() > 0 {
+				return usageError{"instance signal takes an instance ID and a signal only"}
+			}
+			c, done, err := g.supervisord()
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.Signal(ctx, args[0], args[1]); err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]string{"instance_id": args[0], "signal": args[1]})
+			}
+			_, err = fmt.Fprintf(g.stdout, "sent %s to %s\n", args[1], args[0])
+			return err
+		},
+	}
+}
+
+func pidStr(pid int64) string {
+	if pid == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(pid, 10)
+}

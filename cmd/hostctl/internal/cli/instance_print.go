@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+)
+
+// instanceJSON is an instance in --json output.
+type instanceJSON struct {
+	InstanceID     string            `json:"instance_id"`
+	Name           string            `json:"name,omitempty"`
+	State          string            `json:"state"`
+	Command        []string          `json:"command"`
+	Runtime        string            `json:"runtime"`
+	Network        string            `json:"network"`
+	PID            int64             `json:"pid,omitempty"`
+	PGID           int64             `json:"pgid,omitempty"`
+	AgentUID       uint32            `json:"agent_uid"`
+	Isolated       bool              `json:"isolated"`
+	PTY            bool              `json:"pty"`
+	SessionBackend string            `json:"session_backend"`
+	Session        string            `json:"session"`
+	WorkingDir     string            `json:"working_dir"`
+	WatchAgent     string            `json:"watch_agent"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Loadout        string            `json:"loadout,omitempty"`
+	Profile        string            `json:"profile,omitempty"`
+	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
+	Exit           *exitJSON         `json:"exit,omitempty"`
+	CreatedAt      int64             `json:"created_at_ms"`
+	StartedAt      int64             `json:"started_at_ms,omitempty"`
+	ExitedAt       int64             `json:"exited_at_ms,omitempty"`
+	BootID         string            `json:"boot_id,omitempty"`
+	Warning        string            `json:"warning,omitempty"`
+}
+
+type exitJSON struct {
+	Code    int64  `json:"code"`
+	Signal  string `json:"signal,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"`
+}
+
+func toInstanceJSON(in *api.Instance) instanceJSON {
+	out := instanceJSON{InstanceID: in.InstanceID, Name: in.Name, State: in.State, Command: in.Command, Runtime: in.Runtime,
+		Network: in.Network, PID: in.PID, PGID: in.PGID, AgentUID: in.AgentUID, Isolated: in.Isolated, PTY: in.PTY,
+		SessionBackend: in.SessionBackend, Session: in.Session, WorkingDir: in.WorkingDir, WatchAgent: in.WatchAgent,
+		Labels: in.Labels, Loadout: in.Loadout, Profile: in.Profile, StopTimeoutMS: in.StopTimeoutMS,
+		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, ExitedAt: in.ExitedAt, BootID: in.BootID, Warning: in.Warning}
+	if in.Exit != nil {
+		out.Exit = &exitJSON{Code: in.Exit.Code, Signal: in.Exit.Signal, Unknown: in.Exit.Unknown}
+	}
+	return out
+}
+
+// exitString renders an exit status: "0", "SIGKILL", "unknown".
+func exitString(e *api.ExitStatus) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Unknown:
+		return "unknown"
+	case e.Signal != "":
+		return e.Signal
+	}
+	return fmt.Sprint(e.Code)
+}
+
+// printInstance prints one instance as key: value lines (or JSON).
+func (g *globals) printInstance(in *api.Instance) error {
+	if g.json {
+		return writeJSON(g.stdout, toInstanceJSON(in))
+	}
+	rows := [][]string{
+		{"id", in.InstanceID}, {"name", in.Name}, {"state", in.State}, {"command", strings.Join(in.Command, " ")},
+		{"pid", pidStr(in.PID)}, {"agent uid", fmt.Sprint(in.AgentUID)}, {"network", in.Network},
+		{"session", in.SessionBackend + " (" + in.Session + ")"}, {"pty", fmt.Sprint(in.PTY)},
+		{"working dir", in.WorkingDir}, {"watch agent", in.WatchAgent}, {"created", msTime(in.CreatedAt)},
+		{"started", msTime(in.StartedAt)},
+	}
+	if in.Exit != nil {
+		rows = append(rows, []string{"exit", exitString(in.Exit)}, []string{"exited", msTime(in.ExitedAt)})
+	}
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(g.stdout, "%-12s %s\n", r[0]+":", r[1]); err != nil {
+			return err
+		}
+	}
+	if in.State == api.StateCredsLost {
+		fmt.Fprintln(g.stderr, "warning: egressd restarted and lost this instance's credentials; re-provision it")
+	}
+	if in.Warning != "" {
+		fmt.Fprintf(g.stderr, "warning: %s\n", in.Warning)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+// Package egress wires an instance to secretd and egressd (DESIGN.md, main
+// flow steps 3–5 and 8; issue 6 item 10): it stages one lease per requested
+// credential, registers the instance's bundle (every instance gets one, with
+// or without credentials) under a fresh proxy token, and renders the proxy,
+// CA and placeholder variables of the agent's environment. It never sees a
+// raw credential value: secretd hands it handles and placeholders, and
+// egressd consumes the handles itself.
+package egress
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/api/secretdapi"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+)
+
+// IsolatedProxyAddress is the proxy address an agent in `network: isolated`
+// uses: the holder's listener inside the namespace (DESIGN.md step 5).
+const IsolatedProxyAddress = "127.0.0.1:4750"
+
+// DefaultTimeout bounds each call to secretd or egressd.
+const DefaultTimeout = 5 * time.Second
+
+// Config configures the egress client.
+type Config struct {
+	SecretdSocket string // secretd's API socket ("" = not configured)
+	EgressdSocket string // egressd's API socket ("" = not configured)
+	// Required makes provisioning fail closed (credentials.unavailable)
+	// when egressd cannot give an instance without credentials its bundle.
+	// When false, such an instance starts without any proxy environment,
+	// and health says so. Credentialed instances always fail closed.
+	Required bool
+	Timeout  time.Duration // per call; 0 = DefaultTimeout
+	Logger   *slog.Logger
+}
+
+// Client stages leases and registers bundles. Safe for concurrent use.
+type Client struct {
+	cfg Config
+	sd  *secretdapi.Client
+	eg  *egressdapi.Client
+	src []*rpc.Client // closed by Close
+	ep  epochState
+}
+
+// New returns a client; nothing is dialled until the first call.
+func New(cfg Config) *Client {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	c := &Client{cfg: cfg}
+	if cfg.SecretdSocket != "" {
+		r := rpc.NewClient(cfg.SecretdSocket, cfg.Timeout)
+		c.sd, c.src = secretdapi.NewClient(r), append(c.src, r)
+	}
+	if cfg.EgressdSocket != "" {
+		r := rpc.NewClient(cfg.EgressdSocket, cfg.Timeout)
+		c.eg, c.src = egressdapi.NewClient(r), append(c.src, r)
+	}
+	return c
+}
+
+// Close closes the client's connections.
+func (c *Client) Close() {
+	for _, r := range c.src {
+		r.Close()
+	}
+}
+
+// Required reports whether an instance without credentials needs a bundle.
+func (c *Client) Required() bool { return c.cfg.Required }
+
+// Record is what one start of an instance registered (kept in
+// metadata.json). It holds no secret: placeholders and the proxy token
+// live only in agent.env.
+type Record struct {
+	Registered   bool     `json:"registered"`            // a bundle is registered at egressd for the instance id
+	Credentialed bool     `json:"credentialed"`          // the bundle holds credentials
+	Epoch        string   `json:"epoch,omitempty"`       // egressd's epoch at registration
+	Credentials  []string `json:"credentials,omitempty"` // credential names, in request order
+	Warning      string   `json:"warning,omitempty"`     // why the instance has no bundle
+}
+
+// Grant is the outcome of Acquire: the record and the variables to add
+// to the agent's environment (they override the request's env).
+type Grant struct {
+	Record Record
+	Env    map[string]string
+}
+
+// unavailable is credentials.unavailable keeping the underlying code in
+// the message.
+func unavailable(step string, err error) error {
+	code, msg := wire.CodeOf(err), "failed"
+	var we *wire.Error
+	if errors.As(err, &we) {
+		msg = we.Msg
+	}
+	return wire.Wrap(api.CodeCredentialsUnavailable, fmt.Sprintf("%s: %s: %s; nothing was started", step, code, msg), err)
+}
+
+// Acquire stages creds at secretd under invocation, registers the bundle
+// at egressd with allow (origins, every method) and a fresh proxy token,
+// and returns the agent's egress variables. All or nothing: on any failure
+// what was staged is revoked and the error is credentials.unavailable.
+// isolated selects IsolatedProxyAddress as the proxy address.
+func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.CredentialSpec, allow []string, isolated bool) (*Grant, error) {
+	log := c.cfg.Logger
+	if c.eg == nil || (len(creds) > 0 && c.sd == nil) {
+		err := wire.Errorf(wire.CodeUnavailable, "egressd or secretd is not configured")
+		if len(creds) == 0 && !c.cfg.Required {
+			return c.degraded(invocation, err), nil
+		}
+		return nil, unavailable("egress", err)
+	}
+	info, err := c.eg.Info(ctx)
+	if err != nil {
+		if len(creds) == 0 && !c.cfg.Required {
+			return c.degraded(invocation, err), nil
+		}
+		return nil, unavailable("egress.info", err)
+	}
+	handles := make([][]byte, 0, len(creds))
+	env := map[string]string{}
+	names := make([]string, 0, len(creds))
+	fail := func(step string, err error) (*Grant, error) {
+		c.revoke(ctx, invocation, len(handles) > 0)
+		clear(handles)
+		log.Warn("instance.egress_failed", slog.String("instance", invocation), slog.String("step", step), slog.String("code", wire.CodeOf(err)))
+		return nil, unavailable(step, err)
+	}
+	for _, cr := range creds {
+		st, err := c.sd.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: cr.Credential, Destination: cr.Destination,
+			Invocation: invocation, Target: cr.Target})
+		if err != nil {
+			return fail("lease.stage "+cr.Credential, err)
+		}
+		handles = append(handles, st.Handle)
+		env[cr.Env] = st.Placeholder
+		names = append(names, cr.Credential)
+	}
+	token, err := NewProxyToken()
+	if err != nil {
+		return fail("proxy token", err)
+	}
+	pol := egressdapi.Policy{Allow: make([]egressdapi.AllowRule, 0, len(allow))}
+	for _, o := range allow {
+		pol.Allow = append(pol.Allow, egressdapi.AllowRule{Origin: o})
+	}
+	req := &egressdapi.BundleRegisterRequest{Handles: handles, Invocation: invocation, Policy: pol, ProxyToken: token}
+	reg, err := c.eg.BundleRegister(ctx, req)
+	if wire.HasCode(err, egressdapi.CodeBundleExists) {
+		// A bundle left by an earlier start that was never stopped (a
+		// crash in between): this start replaces it.
+		if derr := c.eg.BundleDrop(ctx, invocation); derr == nil {
+			reg, err = c.eg.BundleRegister(ctx, req)
+		}
+	}
+	if err != nil {
+		c.eg.BundleDrop(context.WithoutCancel(ctx), invocation) // a partial register leaves nothing behind
+		return fail("bundle.register", err)
+	}
+	clear(handles)
+	c.observe(reg.Epoch)
+	addr := info.ProxyAddress
+	if isolated {
+		addr = IsolatedProxyAddress
+	}
+	ProxyEnv(env, invocation, token, addr, info.CABundlePath)
+	log.Info("instance.egress", slog.String("instance", invocation), slog.Int("credentials", len(creds)),
+		slog.String("epoch", reg.Epoch), slog.Int("allow", len(allow)))
+	return &Grant{Record: Record{Registered: true, Credentialed: len(creds) > 0, Epoch: reg.Epoch, Credentials: names}, Env: env}, nil
+}
+
+// degraded is the grant of an instance without credentials when egressd
+// cannot be reached and bundles are not required: no proxy environment.
+func (c *Client) degraded(invocation string, err error) *Grant {
+	w := "egressd unreachable at start (" + wire.CodeOf(err) + "): the agent has no egress bundle and no proxy environment (-egress-required=false)"
+	c.cfg.Logger.Warn("instance.egress_degraded", slog.String("instance", invocation), slog.String("warning", w))
+	return &Grant{Record: Record{Warning: w}, Env: map[string]string{}}
+}
+
+// Release drops invocation's bundle at egressd and revokes what is left of
+// its leases at secretd (stop and destroy). Errors are logged: a daemon
+// that is down has lost them anyway.
+func (c *Client) Release(ctx context.Context, invocation string, rec *Record) {
+	if rec == nil || !rec.Registered {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if c.eg != nil {
+		if err := c.eg.BundleDrop(ctx, invocation); err != nil && !wire.HasCode(err, egressdapi.CodeBundleUnknown) {
+			c.cfg.Logger.Warn("instance.bundle_drop", slog.String("instance", invocation), slog.String("code", wire.CodeOf(err)))
+		}
+	}
+	c.revoke(ctx, invocation, rec.Credentialed)
+	c.cfg.Logger.Info("instance.egress_released", slog.String("instance", invocation))
+}
+
+// revoke revokes invocation's unconsumed leases when any were staged.
+func (c *Client) revoke(ctx context.Context, invocation string, staged bool) {
+	if !staged || c.sd == nil {
+		return
+	}
+	if _, err := c.sd.LeaseRevoke(context.WithoutCancel(ctx), invocation); err != nil {
+		c.cfg.Logger.Warn("instance.lease_revoke", slog.String("instance", invocation), slog.String("code", wire.CodeOf(err)))
+	}
+}
+
+// NewProxyToken returns a proxy token: 32 random bytes as unpadded
+// base64url (egressdapi.ProxyTokenLen characters).
+func NewProxyToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Check reports whether egressd and secretd answer (egress.info, health).
+// Errors: credentials.unavailable.
+func (c *Client) Check(ctx context.Context) error {
+	if c.eg == nil || c.sd == nil {
+		return unavailable("egress", wire.Errorf(wire.CodeUnavailable, "egressd or secretd is not configured"))
+	}
+	if _, err := c.eg.Info(ctx); err != nil {
+		return unavailable("egress.info", err)
+	}
+	if _, err := healthapi.Get(ctx, c.src[0]); err != nil {
+		return unavailable("secretd health", err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package manager
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/egress"
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
+
+// acquireEgress stages req's credentials and registers the instance's
+// bundle (issue 6 item 10). Without an egress client (tests of the manager
+// alone) an instance without credentials gets no proxy environment and a
+// credentialed one fails closed. Errors: credentials.unavailable.
+func (m *Manager) acquireEgress(ctx context.Context, req *api.ProvisionRequest) (*egress.Grant, error) {
+	eg := m.cfg.Egress
+	if eg == nil {
+		if len(req.Credentials) > 0 {
+			return nil, wire.Errorf(api.CodeCredentialsUnavailable, "egress: daemon.unavailable: supervisord has no egress configured; nothing was started")
+		}
+		return &egress.Grant{Env: map[string]string{}}, nil
+	}
+	var allow []string
+	isolated := false
+	if req.Network != nil {
+		allow, isolated = req.Network.Allow, req.Network.Mode == api.NetworkIsolated
+	}
+	return eg.Acquire(ctx, req.InstanceID, req.Credentials, allow, isolated)
+}
+
+// releaseEgress drops md's bundle and revokes its leases (stop, destroy,
+// a failed start), and forgets the record; the caller holds the instance
+// lock and saves md.
+func (m *Manager) releaseEgress(ctx context.Context, md *store.Metadata) {
+	if md.Egress == nil || !md.Egress.Registered {
+		return
+	}
+	if m.cfg.Egress != nil {
+		m.cfg.Egress.Release(ctx, md.ID, md.Egress)
+	}
+	md.Egress.Registered = false
+}
+
+// liveState is the state status shows: a credentialed instance whose
+// bundle belongs to an earlier egressd epoch is credentials_lost while
+// its tree lives (until it is stopped or re-provisioned).
+func (m *Manager) liveState(md *store.Metadata, state string) string {
+	if (state == api.StateRunning || state == api.StateLeaderExited) && m.credentialsLost(md) {
+		return api.StateCredsLost
+	}
+	return state
+}
+
+func (m *Manager) credentialsLost(md *store.Metadata) bool {
+	r := md.Egress
+	return r != nil && r.Registered && r.Credentialed && m.cfg.Egress != nil && m.cfg.Egress.Lost(r.Epoch)
+}
+
+// lostSeen remembers the instances whose credentials_lost event was
+// logged (once per instance and supervisord process).
+type lostSeen struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// OnEgressEpoch is called with egressd's epoch whenever the watcher sees a
+// new one: every live credentialed instance whose bundle belongs to
+// another epoch gets an `instance.credentials_lost` event.
+func (m *Manager) OnEgressEpoch(epoch string) {
+	ids, _ := m.st.IDs()
+	for _, id := range ids {
+		md, err := m.st.Load(id)
+		if err != nil || terminal(md.State) || md.State == api.StateCreated || !m.credentialsLost(md) {
+			continue
+		}
+		m.lost.mu.Lock()
+		seen := m.lost.ids[id]
+		if m.lost.ids == nil {
+			m.lost.ids = map[string]bool{}
+		}
+		m.lost.ids[id] = true
+		m.lost.mu.Unlock()
+		if !seen {
+			m.cfg.Logger.Warn("instance.credentials_lost", slog.String("instance", id), slog.String("bundle_epoch", md.Egress.Epoch),
+				slog.String("egressd_epoch", epoch), slog.String("state", api.StateCredsLost))
+		}
+	}
+}
+
+// releaseEgressSaved is releaseEgress followed by a save when there was a
+// bundle (stop: after the tree is gone, so the agent cannot use it anymore).
+func (m *Manager) releaseEgressSaved(ctx context.Context, md *store.Metadata) {
+	if md.Egress == nil || !md.Egress.Registered {
+		return
+	}
+	m.releaseEgress(ctx, md)
+	_ = m.st.Save(md)
+}
+
+// checkEgress fails a credentialed provision that does not start now when
+// egressd or secretd cannot be reached (fail closed early); the leases
+// are staged when the instance starts. Errors: credentials.unavailable.
+func (m *Manager) checkEgress(ctx context.Context, req *api.ProvisionRequest) error {
+	if len(req.Credentials) == 0 {
+		return nil
+	}
+	if m.cfg.Egress == nil {
+		return wire.Errorf(api.CodeCredentialsUnavailable, "egress: daemon.unavailable: supervisord has no egress configured")
+	}
+	return m.cfg.Egress.Check(ctx)
+}

@@ -1,0 +1,111 @@
+package netns
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Bridge limits.
+const (
+	MaxConns    = 512             // concurrent bridged connections; more wait in the kernel's backlog
+	DialTimeout = 5 * time.Second // to egressd's proxy socket
+)
+
+// Bridge accepts connections on l (the listener inside the namespace) and
+// joins each to a new connection to the Unix socket at sock (egressd's
+// proxy.sock: the same HTTP/1.1 forward-proxy protocol as its TCP
+// listener), copying both ways with half-close. It returns when ctx ends or
+// l fails, after closing l and every bridged connection. A connection
+// whose dial fails is closed: the agent sees the proxy refuse, never
+// another route.
+func Bridge(ctx context.Context, l net.Listener, sock string, log *slog.Logger) error {
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			conns[c] = struct{}{}
+		} else {
+			delete(conns, c)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	defer stop()
+	sem := make(chan struct{}, MaxConns)
+	var err error
+	for {
+		sem <- struct{}{}
+		var in net.Conn
+		if in, err = l.Accept(); err != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			track(in, true)
+			defer track(in, false)
+			defer in.Close()
+			d := net.Dialer{Timeout: DialTimeout}
+			out, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				log.Warn("netns.bridge_dial", slog.String("proxy_socket", sock), slog.Any("err", err))
+				return
+			}
+			track(out, true)
+			defer track(out, false)
+			defer out.Close()
+			join(in, out)
+		}()
+	}
+	l.Close()
+	stop()
+	mu.Lock()
+	for c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// closeWriter is a connection that can half-close (TCP and Unix).
+type closeWriter interface{ CloseWrite() error }
+
+// join copies a→b and b→a; each direction half-closes its destination
+// at EOF; it returns when both are done.
+func join(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(closeWriter); ok {
+			_ = cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+		done <- struct{}{}
+	}
+	go cp(a, b)
+	go cp(b, a)
+	<-done
+	<-done
+}
