@@ -42,7 +42,15 @@ func run() error {
 	block := flag.Int("block", 500, "alternate echo and secretd in blocks of this many")
 	bin := flag.String("secretd", "", "secretd binary (default: build ../../cmd/secretd)")
 	base := flag.String("base", defaultBase(), "directory for the -root (tmpfs recommended: secretd fsyncs its audit log per record)")
+	inProc := flag.Bool("echo-in-process", false, "serve the raw echo from this process instead of a separate one")
+	serveOnly := flag.String("serve-echo", "", "internal: serve the raw echo on this socket path until killed")
 	flag.Parse()
+	if *serveOnly != "" {
+		if _, err := serveEcho(*serveOnly); err != nil {
+			return err
+		}
+		select {}
+	}
 
 	root, err := os.MkdirTemp(*base, "hkb")
 	if err != nil {
@@ -78,15 +86,36 @@ func run() error {
 		return err
 	}
 
+	// The floor for a daemon in another process is an echo in another
+	// process: both pay the same cross-process wakeups.
 	echoPath := filepath.Join(root, "echo.sock")
-	stop, err := serveEcho(echoPath)
-	if err != nil {
-		return err
+	if *inProc {
+		stop, err := serveEcho(echoPath)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		e := exec.Command(self, "-serve-echo", echoPath)
+		e.Stderr = os.Stderr
+		if err := e.Start(); err != nil {
+			return err
+		}
+		defer func() { e.Process.Kill(); e.Wait() }()
 	}
-	defer stop()
-	ec, err := net.Dial("unix", echoPath)
-	if err != nil {
-		return err
+	var ec net.Conn
+	for i := 0; ; i++ {
+		if ec, err = net.Dial("unix", echoPath); err == nil {
+			break
+		}
+		if i > 200 {
+			return fmt.Errorf("echo server: %w", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	defer ec.Close()
 	payload := make([]byte, 128) // about the size of a stage request frame

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -47,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logMB := fs.Int("log-max-mb", 10, "size cap of one instance output log file, MiB")
 	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
 	eflags := egressFlags(fs)
+	proxySock := fs.String("egress-proxy-socket", "", "egressd's proxy socket, bridged into network isolated namespaces (default <run>/egressd/proxy.sock)")
+	tmuxBin := fs.String("tmux", "tmux", "the tmux binary of session_backend tmux")
 	env, err := daemon.Setup(fs, args, "supervisord", daemon.NameSupervisord, "SUPERVISORD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -79,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		HostRuntimeEnabled: bool(hostRuntime), StateDir: env.Layout.StateDir(name),
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
+		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
 	})
 	if err != nil {
 		return err

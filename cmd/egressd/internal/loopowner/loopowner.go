@@ -1,9 +1,12 @@
 // Package loopowner decides whether a loopback listener may receive a
 // credential: the socket listening on the destination address must not be
 // owned by an agent UID (DESIGN.md, "Invariants"; issue 4, pipeline step
-// 2). On Linux it reads /proc/net/tcp and /proc/net/tcp6, whose uid column
-// is the owner of each socket; on other platforms the check is unavailable
-// and every loopback credential is refused.
+// 2). On Linux it asks the kernel for the TCP listeners on the port with a
+// sock_diag(7) netlink dump (inet_diag_msg.idiag_uid is each socket's
+// owner), falling back to /proc/net/tcp and /proc/net/tcp6 (the uid
+// column) only when the kernel has no sock_diag for TCP. On other
+// platforms the check is unavailable and every loopback credential is
+// refused.
 package loopowner
 
 import (
@@ -26,10 +29,10 @@ const (
 	DefaultAgentMax = 65519
 )
 
-// Checker checks loopback listeners. The zero value checks /proc with the
-// default agent range.
+// Checker checks loopback listeners. The zero value asks the kernel
+// (falling back to /proc) with the default agent range.
 type Checker struct {
-	ProcRoot string // default "/proc"
+	ProcRoot string // the fallback's /proc; default "/proc"
 	AgentMin uint32 // first agent UID; 0 with AgentMax 0 = the default range
 	AgentMax uint32 // last agent UID
 }
@@ -42,7 +45,7 @@ func (c Checker) agent(uid uint32) bool {
 	return uid >= lo && uid <= hi
 }
 
-// Listener is one LISTEN socket from /proc/net/tcp{,6}.
+// Listener is one LISTEN socket (from sock_diag or /proc/net/tcp{,6}).
 type Listener struct {
 	Addr netip.AddrPort
 	UID  uint32

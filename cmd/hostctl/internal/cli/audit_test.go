@@ -198,7 +198,7 @@ func TestAuditFollow(t *testing.T) {
 		t.Fatal("audit tail -f did not stop when its context ended")
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	is.Equal(len(lines), 5)                           // the last old record, then the 4 new ones
+	is.Equal(len(lines), 5)                         // the last old record, then the 4 new ones
 	is.True(!strings.Contains(out.String(), "#1 ")) // -n 1: older records are not repeated
 	is.Equal(errOut.String(), "")
 }

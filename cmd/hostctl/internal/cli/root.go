@@ -83,6 +83,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			doctorCmd(g),
 			secretCmd(g),
 			leaseCmd(g),
+			instanceCmd(g),
 			versionCmd(g),
 			auditCmd(g),
 			completionCmd(g),

@@ -17,6 +17,7 @@ import (
 	"hostkit.dev/lib/sock"
 	"hostkit.dev/lib/wire"
 
+	"hostkit.dev/cmd/supervisord/internal/netns"
 	"hostkit.dev/cmd/supervisord/internal/proc"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -51,7 +52,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fail(api.CodeInstanceSpawnFailed, err)
 	}
 	h := &holder{
-		cfg: cfg, spec: md.Spec, log: log,
+		cfg: cfg, spec: md.Spec, log: log, env: env, stopCh: make(chan struct{}),
+		policy:     newBackoff(md.Spec.MaxRestarts),
 		leaderDone: make(chan struct{}), treeEmpty: make(chan struct{}),
 		outputDone: make(chan struct{}), finished: make(chan struct{}),
 	}
@@ -76,23 +78,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		l.Close()
 		return fail(api.CodeInstanceSpawnFailed, err)
 	}
+	bridged, err := h.isolate(sctx)
+	if err != nil {
+		l.Close()
+		return fail(codeOr(err, api.CodeInstanceSpawnFailed), err)
+	}
+	if h.ns != nil {
+		defer h.ns.Close()
+	}
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, unix.SIGCHLD)
 	defer signal.Stop(sigc)
-	out, err := h.start(env)
-	if err != nil {
+	if err := h.startRun(sigc); err != nil {
 		l.Close()
-		return fail(api.CodeInstanceSpawnFailed, err)
+		cancelServe()
+		<-bridged
+		return fail(codeOr(err, api.CodeInstanceSpawnFailed), err)
 	}
-	go h.drain(out)
-	go h.reap(sigc)
-	rec := store.HolderRecord{Nonce: cfg.Nonce, PGID: h.pgid, StartedAt: time.Now().UnixMilli()}
-	rec.Holder, _ = proc.Identify(os.Getpid())
-	rec.Agent, _ = proc.Identify(h.leader)
-	rec.Agent.PID = h.leader
-	if err := store.WriteJSON(cfg.Dir+"/"+store.FileHolder, rec); err != nil {
-		log.Error("holder.record", slog.Any("err", err))
-	}
+	rec := h.writeRecord()
 	b, _ := json.Marshal(Ready{Record: rec})
 	ready.Write(append(b, '\n'))
 	ready.Close()
@@ -108,11 +111,18 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		case <-h.finished:
 		}
 	}()
-	<-h.treeEmpty
-	select {
-	case <-h.outputDone:
-	case <-time.After(drainGrace):
-		log.Warn("holder.drain_timeout")
+	for {
+		h.waitRun()
+		d, again := h.nextRestart()
+		if !again || !h.sleep(d) {
+			break
+		}
+		if err := h.startRun(sigc); err != nil {
+			log.Error("holder.restart_failed", slog.Any("err", err))
+			break
+		}
+		h.writeRecord()
+		log.Info("holder.restarted", slog.Int("restarts", h.restartCount()))
 	}
 	h.hub.end()
 	h.finish()
@@ -125,7 +135,167 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-served:
 	case <-time.After(2 * time.Second):
 	}
+	<-bridged
 	return nil
+}
+
+// codeOr is err's wire code, or code when err has none.
+func codeOr(err error, code string) string {
+	if c := wire.CodeOf(err); c != "" && c != wire.CodeInternal {
+		return c
+	}
+	return code
+}
+
+// isolate, for network isolated, creates the agent's network namespace
+// (loopback only), listens on the proxy address inside it and bridges it
+// to egressd's proxy socket until ctx ends. The returned channel is closed
+// once the bridge has stopped (at once on the host network). Errors:
+// runtime.unavailable when no namespace can be made.
+func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
+	done := make(chan struct{})
+	if h.spec.Network != api.NetworkIsolated {
+		close(done)
+		return done, nil
+	}
+	ns, err := netns.New()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := ns.Listen(netns.ProxyAddress)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	h.ns = ns
+	go func() {
+		defer close(done)
+		if err := netns.Bridge(ctx, pl, h.spec.ProxySocket, h.log); err != nil {
+			h.log.Error("holder.bridge", slog.Any("err", err))
+		}
+	}()
+	return done, nil
+}
+
+// errStopping refuses a start once a stop has begun.
+var errStopping = errors.New("holder: stopping")
+
+// startRun starts one run of the agent (native or tmux backend; inside the
+// namespace when isolated) with fresh per-run channels, its output drain
+// and its reaper. A stop that has begun refuses it; the run's channels
+// are then closed with the previous exit kept.
+func (h *holder) startRun(sigc chan os.Signal) error {
+	h.mu.Lock()
+	prev := h.exit
+	h.exit, h.leader, h.pgid, h.tmuxServer, h.afterTree, h.pty = nil, 0, 0, 0, nil, nil
+	h.leaderDone, h.treeEmpty, h.outputDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	te, od := h.treeEmpty, h.outputDone
+	h.mu.Unlock()
+	start := func() error {
+		var out *os.File
+		var err error
+		if h.spec.SessionBackend == api.BackendTmux {
+			out, err = h.startTmux()
+		} else {
+			out, err = h.start(h.env)
+		}
+		if err == nil {
+			go h.drain(out, od)
+		}
+		return err
+	}
+	var err error
+	if h.ns != nil {
+		err = h.ns.Do(start)
+	} else {
+		err = start()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.exit = prev
+		if h.exit == nil {
+			h.exit = &api.ExitStatus{Unknown: true}
+		}
+		close(h.leaderDone)
+		close(h.treeEmpty)
+		close(h.outputDone)
+		return err
+	}
+	h.runStart, h.restarting = time.Now(), false
+	go h.reap(sigc, te)
+	return nil
+}
+
+// waitRun waits for the current run's tree to end and its output to
+// reach EOF (bounded by drainGrace).
+func (h *holder) waitRun() {
+	h.mu.Lock()
+	te, od := h.treeEmpty, h.outputDone
+	h.mu.Unlock()
+	<-te
+	h.mu.Lock()
+	after := h.afterTree
+	h.afterTree = nil
+	h.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	select {
+	case <-od:
+	case <-time.After(drainGrace):
+		h.log.Warn("holder.drain_timeout")
+	}
+}
+
+// nextRestart decides, once a run's tree is gone, whether restart
+// on-failure starts another run, and after which delay.
+func (h *holder) nextRestart() (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopping || h.spec.Restart != api.RestartOnFailure || !failed(h.exit) {
+		return 0, false
+	}
+	d, ok := h.policy.next(time.Since(h.runStart))
+	if ok {
+		h.restarting = true
+		h.restarts++
+	}
+	h.log.Info("holder.restart", slog.Bool("restart", ok), slog.Duration("delay", d), slog.Int("restarts", h.restarts))
+	return d, ok
+}
+
+// sleep waits d; false when a stop came first.
+func (h *holder) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.stopCh:
+		return false
+	}
+}
+
+func (h *holder) restartCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.restarts
+}
+
+// writeRecord writes holder.json for the current run and returns it.
+func (h *holder) writeRecord() store.HolderRecord {
+	h.mu.Lock()
+	leader, pgid := h.leader, h.pgid
+	h.mu.Unlock()
+	rec := store.HolderRecord{Nonce: h.cfg.Nonce, PGID: pgid, StartedAt: time.Now().UnixMilli()}
+	rec.Holder, _ = proc.Identify(os.Getpid())
+	rec.Agent, _ = proc.Identify(leader)
+	rec.Agent.PID = leader
+	if err := store.WriteJSON(h.cfg.Dir+"/"+store.FileHolder, rec); err != nil {
+		h.log.Error("holder.record", slog.Any("err", err))
+	}
+	return rec
 }
 
 func mustRead(path string) []byte {
@@ -136,7 +306,8 @@ func mustRead(path string) []byte {
 // finish writes exit.json and closes finished.
 func (h *holder) finish() {
 	h.mu.Lock()
-	rec := store.ExitRecord{Stopped: h.stopping, Killed: h.killed, ExitedAt: time.Now().UnixMilli()}
+	rec := store.ExitRecord{Stopped: h.stopping, Killed: h.killed, ExitedAt: time.Now().UnixMilli(), Restarts: h.restarts}
+	h.restarting = false
 	if h.exit != nil {
 		rec.Exit = *h.exit
 	} else {
@@ -153,8 +324,9 @@ func (h *holder) finish() {
 
 // drain copies the agent's output into the hub until EOF (EIO from a PTY
 // master whose slave side is closed everywhere).
-func (h *holder) drain(r *os.File) {
-	defer close(h.outputDone)
+func (h *holder) drain(r *os.File, done chan struct{}) {
+	defer close(done)
+	defer r.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
@@ -174,12 +346,12 @@ func (h *holder) drain(r *os.File) {
 // case one was coalesced away) it collects every exited child with
 // wait4(-1, WNOHANG). ECHILD after the leader was reaped means the tree is
 // empty, since every orphaned descendant is reparented to us.
-func (h *holder) reap(sigc chan os.Signal) {
+func (h *holder) reap(sigc chan os.Signal, treeEmpty chan struct{}) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if h.reapAll() {
-			close(h.treeEmpty)
+			close(treeEmpty)
 			return
 		}
 		select {

@@ -68,7 +68,7 @@ func (h *holder) ops() []rpc.Op {
 func (h *holder) status() *Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := &Status{AgentPID: int64(h.leader), PGID: int64(h.pgid), Exit: h.exit, State: h.stateLocked()}
+	s := &Status{AgentPID: int64(h.leader), PGID: int64(h.pgid), Exit: h.exit, State: h.stateLocked(), Restarts: int64(h.restarts)}
 	if !isClosed(h.treeEmpty) {
 		s.Descendants = int64(len(proc.Descendants(os.Getpid())))
 	}
@@ -77,22 +77,28 @@ func (h *holder) status() *Status {
 
 // resize sets the PTY size. instance.exited once the leader is reaped.
 func (h *holder) resize(rows, cols uint16) error {
-	if h.pty == nil {
-		return wire.Errorf(api.CodeInstanceInvalid, "the instance has no terminal")
+	h.mu.Lock()
+	p, leaderDone := h.pty, h.leaderDone
+	h.mu.Unlock()
+	if p == nil {
+		return wire.Errorf(api.CodeInstanceInvalid, "the instance has no terminal of the holder's (tmux: resize through tmux attach)")
 	}
-	if isClosed(h.leaderDone) {
+	if isClosed(leaderDone) {
 		return errExited
 	}
-	return pty.Setsize(h.pty, &pty.Winsize{Rows: rows, Cols: cols})
+	return pty.Setsize(p, &pty.Winsize{Rows: rows, Cols: cols})
 }
 
 // input writes b to the PTY (dropped without one, or after exit).
 func (h *holder) input(b []byte) {
-	if h.pty == nil || isClosed(h.finished) {
+	h.mu.Lock()
+	p := h.pty
+	h.mu.Unlock()
+	if p == nil || isClosed(h.finished) {
 		return
 	}
-	h.pty.SetWriteDeadline(time.Now().Add(sendTimeout))
-	_, _ = h.pty.Write(b)
+	p.SetWriteDeadline(time.Now().Add(sendTimeout))
+	_, _ = p.Write(b)
 }
 
 // attach replays the ring, then streams output until the client detaches,
@@ -159,8 +165,11 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 
 // sendExit waits for the leader's exit status and sends the exit frame.
 func (h *holder) sendExit(ctx context.Context, send func(*wire.StreamFrame) error) error {
+	h.mu.Lock()
+	leaderDone := h.leaderDone
+	h.mu.Unlock()
 	select {
-	case <-h.leaderDone:
+	case <-leaderDone:
 	case <-ctx.Done():
 		return nil
 	}

@@ -51,14 +51,15 @@ func (h *holder) start(env []string) (*os.File, error) {
 	if h.spec.AgentUID >= 0 && os.Geteuid() == 0 {
 		attr.Credential = &syscall.Credential{Uid: uint32(h.spec.AgentUID), Gid: uint32(h.spec.AgentUID)}
 	}
-	var out, closeAfter *os.File
+	var out, closeAfter, master *os.File
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
 	}
 	defer devnull.Close()
 	if h.spec.PTY {
-		master, tty, err := pty.Open()
+		m, tty, err := pty.Open()
+		master = m
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +79,7 @@ func (h *holder) start(env []string) (*os.File, error) {
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		attr.Setctty, attr.Ctty = true, 0
-		out, closeAfter, h.pty = master, tty, master
+		out, closeAfter = master, tty
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -89,9 +90,13 @@ func (h *holder) start(env []string) (*os.File, error) {
 	}
 	cmd.SysProcAttr = attr
 	h.mu.Lock()
-	err = cmd.Start()
+	if h.stopping {
+		err = errStopping // a stop began: no new run
+	} else {
+		err = cmd.Start()
+	}
 	if err == nil {
-		h.leader, h.pgid = cmd.Process.Pid, cmd.Process.Pid
+		h.leader, h.pgid, h.pty = cmd.Process.Pid, cmd.Process.Pid, master
 	}
 	h.mu.Unlock()
 	closeAfter.Close()

@@ -22,19 +22,27 @@ const killRounds = 5
 // returns once the tree is empty or the rounds are spent.
 func (h *holder) stop(timeout time.Duration) {
 	h.mu.Lock()
+	if !h.stopping {
+		close(h.stopCh)
+	}
 	h.stopping = true
 	if h.exit == nil && h.pgid > 1 {
 		_ = proc.Kill(-h.pgid, unix.SIGTERM)
 		_ = proc.Kill(-h.pgid, unix.SIGCONT)
 	}
+	// The run's channel, taken after stopping is set: no later run starts.
+	treeEmpty, server := h.treeEmpty, h.tmuxServer
 	h.mu.Unlock()
 	self := os.Getpid()
 	for _, p := range proc.Descendants(self) {
+		if p == server {
+			continue // tmux: the server outlives its pane to report the exit status, then is ended
+		}
 		_ = proc.Kill(p, unix.SIGTERM)
 		_ = proc.Kill(p, unix.SIGCONT)
 	}
 	select {
-	case <-h.treeEmpty:
+	case <-treeEmpty:
 		return
 	case <-time.After(timeout):
 	}
@@ -45,7 +53,7 @@ func (h *holder) stop(timeout time.Duration) {
 		h.mu.Unlock()
 		h.log.Info("holder.freeze_kill", slog.Int("killed", n), slog.Int("round", i))
 		select {
-		case <-h.treeEmpty:
+		case <-treeEmpty:
 			return
 		case <-time.After(2 * time.Second):
 		}
@@ -57,13 +65,13 @@ func (h *holder) stop(timeout time.Duration) {
 // every remaining descendant.
 func (h *holder) signal(sig unix.Signal) error {
 	h.mu.Lock()
-	leaderAlive, pgid := h.exit == nil, h.pgid
-	if leaderAlive {
+	leaderAlive, pgid, treeEmpty := h.exit == nil, h.pgid, h.treeEmpty
+	if leaderAlive && pgid > 1 {
 		defer h.mu.Unlock()
 		return proc.Kill(-pgid, sig)
 	}
 	h.mu.Unlock()
-	if isClosed(h.treeEmpty) {
+	if isClosed(treeEmpty) {
 		return errExited
 	}
 	for _, p := range proc.Descendants(os.Getpid()) {

@@ -116,6 +116,9 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 	if req.Network != nil {
 		md.Spec.Network, md.Spec.Allow = req.Network.Mode, req.Network.Allow
 	}
+	if err := m.backendSpec(md); err != nil {
+		return md, err
+	}
 	return md, m.st.Save(md)
 }
 

@@ -71,31 +71,8 @@ func (m *Manager) normalize(req *api.ProvisionRequest) error {
 			req.PTYCols = api.DefaultCols
 		}
 	}
-	switch req.SessionBackend {
-	case "", api.BackendNative:
-		req.SessionBackend = api.BackendNative
-	case api.BackendTmux:
-		return wire.Errorf(api.CodeRuntimeNotImplemented, "session_backend tmux is not implemented yet")
-	default:
-		return wire.Errorf(api.CodeInstanceInvalid, "session_backend must be native or tmux")
-	}
-	switch req.Restart {
-	case "", "never":
-		req.Restart = "never"
-	case "on-failure":
-		return wire.Errorf(api.CodeRuntimeNotImplemented, "restart on-failure is not implemented yet")
-	default:
-		return wire.Errorf(api.CodeInstanceInvalid, "restart must be never or on-failure")
-	}
-	if req.Network != nil {
-		switch req.Network.Mode {
-		case "", api.NetworkHost:
-			req.Network.Mode = api.NetworkHost
-		case api.NetworkIsolated:
-			return wire.Errorf(api.CodeRuntimeNotImplemented, "network isolated is not implemented yet")
-		default:
-			return wire.Errorf(api.CodeInstanceInvalid, "network.mode must be host or isolated")
-		}
+	if err := m.normalizeBackends(req); err != nil {
+		return err
 	}
 	return egress.Validate(req.Credentials)
 }
