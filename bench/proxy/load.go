@@ -231,7 +231,7 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 		}
 	}
 	unit := map[string]string{"a": "req/s", "b": "MB/s", "c": "req/s"}
-	fmt.Printf("\n| test | mode | value | p50 | p99 | / direct | / squid | note |\n|---|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Printf("\n| test | mode | value | p50 | p99 | CPU/req | / direct | / squid | note |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		rs := "—"
 		if s := base[r.section+"squid"]; s > 0 {
@@ -241,8 +241,12 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 		if r.p50 > 0 {
 			p50, p99 = r.p50.Round(time.Microsecond).String(), r.p99.Round(time.Microsecond).String()
 		}
-		fmt.Printf("| (%s) | %s | %.0f %s | %s | %s | %.2f× | %s | %s |\n", r.section, r.mode, r.value, unit[r.section], p50, p99,
-			r.value/base[r.section], rs, r.note)
+		cpu := "—"
+		if r.cpu > 0 {
+			cpu = fmt.Sprintf("%dµs", r.cpu.Microseconds())
+		}
+		fmt.Printf("| (%s) | %s | %.0f %s | %s | %s | %s | %.2f× | %s | %s |\n", r.section, r.mode, r.value, unit[r.section], p50, p99,
+			cpu, r.value/base[r.section], rs, r.note)
 	}
 	fmt.Println("\ntargets: (a) egressd >= squid req/s; (b) egressd >= 0.8x direct MB/s; (c) egressd >= 0.3x direct req/s")
 }

@@ -34,6 +34,7 @@ type row struct {
 	section, mode string
 	value         float64 // req/s or MB/s
 	p50, p99      time.Duration
+	cpu           time.Duration // the proxy process's CPU time per request (0: not measured)
 	note          string
 }
 
@@ -113,29 +114,34 @@ func run() error {
 	small := "https://up.test:" + cPort + "/small"
 	if strings.Contains(*sections, "c") {
 		rows = append(rows, load("c", "direct", "", small, "Bearer "+secret, ca.pool, *conc, *dur))
-		rows = append(rows, load("c", "egressd (intercepted, substituted)", eg.proxyURL("benchc"), small, "Bearer "+eg.placeholder, eg.pool, *conc, *dur))
+		cpu0 := cpuTime(eg.pid())
+		r := load("c", "egressd (intercepted, substituted)", eg.proxyURL("benchc"), small, "Bearer "+eg.placeholder, eg.pool, *conc, *dur)
+		r.cpu = perRequest(cpuTime(eg.pid())-cpu0, r.value, *dur+time.Second) // load warms up for 1 s
+		rows = append(rows, r)
 	}
 	// (a) plain HTTP forward proxying, wrk.
 	target := "http://" + plain + "/bench"
-	a := func(mode, proxy, auth string) {
+	a := func(mode, proxy, auth string, pid int) {
+		cpu0 := cpuTime(pid)
 		r, err := wrk(dir, proxy, target, auth, *conc, *dur)
 		if err != nil {
 			rows = append(rows, row{section: "a", mode: mode, note: err.Error()})
 			return
 		}
 		r.section, r.mode = "a", mode
+		r.cpu = perRequest(cpuTime(pid)-cpu0, r.value, *dur)
 		rows = append(rows, r)
 	}
 	if strings.Contains(*sections, "a") {
-		a("direct", "", "")
+		a("direct", "", "", 0)
 		if sqErr == nil {
-			a("squid", sq.addr, "")
+			a("squid", sq.addr, "", sq.cmd.Process.Pid)
 		}
 		if tpErr == nil {
-			a("tinyproxy", tp.addr, "")
+			a("tinyproxy", tp.addr, "", tp.cmd.Process.Pid)
 		}
-		a("httputil.ReverseProxy", rp, "")
-		a("egressd", eg.proxy, eg.basic("bench"))
+		a("httputil.ReverseProxy", rp, "", 0)
+		a("egressd", eg.proxy, eg.basic("bench"), eg.pid())
 	}
 
 	// (b) opaque CONNECT tunnel, MB/s.

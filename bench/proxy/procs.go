@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,4 +215,36 @@ func startWith(bin, addr, confPath, conf string, args ...string) (*proc, error) 
 	}
 	p.stop()
 	return nil, fmt.Errorf("%s did not listen on %s", filepath.Base(bin), addr)
+}
+
+func (e *egressdProc) pid() int { return e.procs[len(e.procs)-1].cmd.Process.Pid }
+
+// cpuTime returns the user+system CPU time process pid has used so far
+// (all its threads; /proc/PID/stat fields 14 and 15, in clock ticks of
+// 1/100 s), or 0 for pid 0 or when it cannot be read.
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after "pid (comm)"
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
+// perRequest spreads cpu over the requests of a run of rps for d.
+func perRequest(cpu time.Duration, rps float64, d time.Duration) time.Duration {
+	n := rps * d.Seconds()
+	if cpu <= 0 || n < 1 {
+		return 0
+	}
+	return time.Duration(float64(cpu) / n)
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"hostkit.dev/cmd/supervisord/internal/holder"
 	"hostkit.dev/lib/daemon"
@@ -21,15 +23,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "supervisord: %v\n", err)
 		os.Exit(127)
 	}
-	ctx, stop := daemon.SignalContext(context.Background())
 	var err error
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "holder":
+		// Not daemon.SignalContext: an ignored SIGPIPE would be inherited
+		// by the agent. Go's own handling (EPIPE, except on fds 1 and 2,
+		// which are /dev/null and holder.err) is what the holder needs.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = holder.Main(ctx, os.Args[2:], os.Stderr)
+		stop()
 	default:
+		ctx, stop := daemon.SignalContext(context.Background())
 		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
 	}
-	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervisord: %v\n", err)
 		os.Exit(1)

@@ -49,18 +49,17 @@ func (k kvFlag) Set(v string) error {
 	return nil
 }
 
-// credFlag collects repeatable --credential NAME=ENV.
-type credFlag []api.CredentialSpec
-
-func (c *credFlag) String() string { return fmt.Sprint(len(*c)) }
-
-func (c *credFlag) Set(v string) error {
-	name, env, ok := strings.Cut(v, "=")
-	if !ok || name == "" || env == "" {
-		return fmt.Errorf("want NAME=ENV (credential name, environment variable), got %q", v)
+// parseCreds parses --credential NAME=ENV values. Errors are usage errors.
+func parseCreds(vals []string) ([]api.CredentialSpec, error) {
+	var out []api.CredentialSpec
+	for _, v := range vals {
+		name, env, ok := strings.Cut(v, "=")
+		if !ok || name == "" || env == "" {
+			return nil, usageError{fmt.Sprintf("--credential wants NAME=ENV (credential name, environment variable), got %q", v)}
+		}
+		out = append(out, api.CredentialSpec{Credential: name, Env: env})
 	}
-	*c = append(*c, api.CredentialSpec{Credential: name, Env: env})
-	return nil
+	return out, nil
 }
 
 func instanceProvisionCmd(g *globals) *ffcli.Command {
@@ -74,8 +73,7 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	workDir := fs.String("working-dir", "", "working directory (default: supervisord's)")
 	noStart := fs.Bool("no-start", false, "create the instance without starting it")
 	stopTimeout := fs.Duration("stop-timeout", 0, "time between SIGTERM and the kill on stop (1s..300s; default 10s)")
-	var creds credFlag
-	var allow stringsFlag
+	var creds, allow stringsFlag
 	env := kvFlag{}
 	fs.Var(&creds, "credential", "credential NAME given to the agent (as a placeholder) under environment variable ENV: NAME=ENV (repeatable)")
 	fs.Var(&allow, "allow", "origin the agent may reach through egressd, e.g. https://api.example.com (repeatable)")
@@ -89,10 +87,14 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 			if len(args) == 0 {
 				return usageError{"instance provision needs a command after --"}
 			}
+			specs, err := parseCreds(creds)
+			if err != nil {
+				return err
+			}
 			if *rows > 65535 || *cols > 65535 {
 				return usageError{"--rows and --cols must be at most 65535"}
 			}
-			req := &api.ProvisionRequest{Command: args, Credentials: creds, InstanceID: *id, Name: *name, PTY: *pty,
+			req := &api.ProvisionRequest{Command: args, Credentials: specs, InstanceID: *id, Name: *name, PTY: *pty,
 				PTYRows: uint16(*rows), PTYCols: uint16(*cols), Start: !*noStart, WorkingDir: *workDir,
 				StopTimeoutMS: stopTimeout.Milliseconds()}
 			if len(env) > 0 {

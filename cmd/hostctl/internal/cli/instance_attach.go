@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"golang.org/x/term"
@@ -103,9 +104,14 @@ func (g *globals) attach(ctx context.Context, c *api.Client, id string) error {
 	case err = <-res:
 	case err = <-inputDone:
 		// Detached (Ctrl-] or end of input): the server ends the stream.
+		// Whatever ends the stream after our detach (a detach frame, an
+		// error frame as the holder closes, EOF) is not a failure.
 		if err == nil {
 			st.Send(&wire.StreamFrame{T: wire.StreamDetach})
-			err = <-res
+			select {
+			case <-res:
+			case <-time.After(2 * time.Second):
+			}
 		}
 	}
 	if tty {

@@ -180,7 +180,9 @@ func TestInstanceAttach(t *testing.T) {
 	pw.Write([]byte{detachKey})
 	select {
 	case code := <-done:
-		is.Equal(code, 0)
+		if code != 0 {
+			t.Fatalf("attach: exit %d: %s", code, errb.String())
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("attach did not detach on Ctrl-]")
 	}

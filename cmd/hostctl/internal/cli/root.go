@@ -16,17 +16,19 @@ import (
 
 // globals are the flags every command accepts (before or after its name).
 type globals struct {
-	root    string
-	json    bool
-	timeout time.Duration
-	sockets map[string]*string // daemon name → socket override
-	stdin   io.Reader
-	stdout  io.Writer
-	stderr  io.Writer
+	root       string
+	layoutMode string
+	json       bool
+	timeout    time.Duration
+	sockets    map[string]*string // daemon name → socket override
+	stdin      io.Reader
+	stdout     io.Writer
+	stderr     io.Writer
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.root, "root", g.root, "hostkit root directory (as the daemons' -root); default: system or user paths")
+	fs.StringVar(&g.layoutMode, "layout", g.layoutMode, "layout without -root: auto (system paths as root, user paths otherwise), system or user")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "timeout for each daemon call")
 	for _, name := range daemon.Names {
@@ -35,7 +37,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 }
 
 // layout resolves the layout from -root.
-func (g *globals) layout() (daemon.Layout, error) { return daemon.ResolveLayout(g.root) }
+func (g *globals) layout() (daemon.Layout, error) {
+	return daemon.ResolveLayoutMode(g.root, g.layoutMode)
+}
 
 // socket returns daemon name's socket path: its flag, else the layout's.
 func (g *globals) socket(name string) (string, error) {
@@ -68,7 +72,7 @@ func (g *globals) newFlagSet(name string) *flag.FlagSet {
 
 // Run runs hostctl with args and returns the process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{timeout: 10 * time.Second, sockets: map[string]*string{}, stdin: stdin, stdout: stdout, stderr: stderr}
+	g := &globals{layoutMode: "auto", timeout: 10 * time.Second, sockets: map[string]*string{}, stdin: stdin, stdout: stdout, stderr: stderr}
 	for _, name := range daemon.Names {
 		g.sockets[name] = new(string)
 	}
@@ -88,10 +92,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			auditCmd(g),
 			completionCmd(g),
 			helpCmd(g),
+			demoCmd(g),
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },
 	}
-	err := root.ParseAndRun(ctx, args)
+	// A parse error is a usage error (exit 2), whatever ffcli wraps it in.
+	err := root.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		err = usageError{err.Error()}
+	}
+	if err == nil {
+		err = root.Run(ctx)
+	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		printError(stderr, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -76,5 +77,22 @@ func AgentExec(args []string, stderr io.Writer) error {
 	if err := os.Chdir(spec.WorkingDir); err != nil {
 		return fmt.Errorf("agent-exec: %w", err)
 	}
+	resetSignals()
 	return syscall.Exec(path, spec.Command, env)
+}
+
+// resetSignals sets every catchable signal to its default action (and
+// unblocks all) right before exec, so that the agent inherits no ignored
+// signal from tmux (SIGTTIN, SIGTTOU) or from this process. A handler
+// (Go's) resets to default across exec anyway; an ignored one would not.
+func resetSignals() {
+	var dfl [4]uint64 // struct sigaction: handler SIG_DFL, no flags, empty mask
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
+	var none unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
 }

@@ -71,6 +71,11 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 	if m.holderAlive(id) {
 		if s, err := m.holderStatus(ctx, id); err == nil && !terminal(s.State) {
 			md.State = s.State
+			md.Restarts = int(s.Restarts)
+		}
+		if haveRec && hr.Agent.PID != 0 && hr.StartedAt >= md.StartedAt {
+			// An on-failure restart: the holder's record names the agent now.
+			md.Agent, md.PGID = hr.Agent, hr.PGID
 		}
 		md.UpdatedAt = time.Now().UnixMilli()
 		_ = m.st.Save(md)
@@ -104,6 +109,7 @@ func (m *Manager) applyExit(md *store.Metadata, ex *store.ExitRecord) {
 	e := ex.Exit
 	md.Exit = &e
 	md.ExitedAt = ex.ExitedAt
+	md.Restarts = ex.Restarts
 	md.UpdatedAt = time.Now().UnixMilli()
 	_ = m.st.Save(md)
 }

@@ -81,7 +81,11 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder ended before it was ready", res.err)
 	}
 	if res.r.Error != "" {
-		return wire.Errorf(api.CodeInstanceSpawnFailed, "the agent could not start: %s", res.r.Error)
+		code := api.CodeInstanceSpawnFailed
+		if res.r.Code == api.CodeRuntimeUnavailable { // e.g. no network namespace: never a fallback
+			code = res.r.Code
+		}
+		return wire.Errorf(code, "the agent could not start: %s", res.r.Error)
 	}
 	rec := res.r.Record
 	md.Holder, md.Agent, md.PGID, md.StartedAt = rec.Holder, rec.Agent, rec.PGID, rec.StartedAt

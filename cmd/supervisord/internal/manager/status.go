@@ -31,11 +31,14 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 		in.AgentUID = uint32(os.Geteuid())
 		in.Warning = api.NotIsolatedWarning
 	}
+	in.Restart, in.Restarts, in.TmuxSocket = r.Restart, int64(md.Restarts), md.Spec.TmuxSocket
 	if live != nil && !terminal(md.State) {
 		in.State = live.State
 		if live.Exit != nil {
 			in.Exit = live.Exit
 		}
+		// After an on-failure restart the agent is another process.
+		in.PID, in.PGID, in.Restarts = live.AgentPID, live.PGID, live.Restarts
 	}
 	in.State = m.liveState(md, in.State)
 	if md.Egress != nil && md.Egress.Warning != "" && !terminal(in.State) {
@@ -147,6 +150,7 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	}
 	os.Remove(m.sockPath(md.ID))
 	os.Remove(m.sockPath(md.ID) + ".lock")
+	os.Remove(m.tmuxSockPath(md.ID)) // left behind when a tmux server was killed
 	if err := os.RemoveAll(m.st.Dir(md.ID)); err != nil {
 		return err
 	}

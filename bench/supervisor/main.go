@@ -1,0 +1,309 @@
+// Command supervisor benchmarks supervisord (issue 6, "Benchmark"):
+// provision→running latency (p50/p99) on the disk and on tmpfs, stop
+// latency of a 50-process tree, PTY throughput through attach side by side
+// with reading the same kind of PTY directly, and the RSS of an idle
+// holder. It builds supervisord from ../../cmd/supervisord (GOWORK=off),
+// runs it under a temporary -root (no egressd: -egress-required no), and
+// prints a table with PASS/FAIL against the targets. Run it from this
+// directory as root or not: `GOWORK=off go run .`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"hostkit.dev/lib/api/healthapi"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/rpc"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/supervisor:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the results table.
+type row struct{ name, value, target, verdict string }
+
+func run() error {
+	n := flag.Int("n", 200, "provisions per latency run")
+	stops := flag.Int("stops", 10, "stop-latency runs")
+	mib := flag.Int("mib", 100, "PTY throughput: MiB cat'ed")
+	disk := flag.String("disk", "/var/tmp", "directory on the disk for the first root")
+	tmpfs := flag.String("tmpfs", "/dev/shm", "directory on tmpfs for the second root (\"\" skips)")
+	flag.Parse()
+
+	bin, err := os.MkdirTemp("", "hkbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+	os.Chmod(bin, 0o755)
+	build := exec.Command("go", "build", "-o", bin+"/supervisord", ".")
+	build.Dir, build.Env = "../../cmd/supervisord", append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build supervisord: %v\n%s", err, out)
+	}
+	exe := filepath.Join(bin, "supervisord")
+	var rows []row
+
+	for _, where := range []struct{ name, dir string }{{"disk", *disk}, {"tmpfs", *tmpfs}} {
+		if where.dir == "" {
+			continue
+		}
+		d, err := startDaemon(exe, where.dir)
+		if err != nil {
+			return err
+		}
+		p50, p99, err := provisionLatency(d, *n)
+		d.stop()
+		if err != nil {
+			return err
+		}
+		rows = append(rows,
+			row{"provision→running p50 (" + where.name + ", " + fsType(where.dir) + ")", ms(p50), "≤ 10 ms", verdict(p50 <= 10*time.Millisecond)},
+			row{"provision→running p99 (" + where.name + ")", ms(p99), "", ""})
+	}
+
+	d, err := startDaemon(exe, *disk)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	sp50, smax, err := stopLatency(d, *stops)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"stop, 50-process tree p50", ms(sp50), "", ""}, row{"stop, 50-process tree max", ms(smax), "", ""})
+
+	attach, direct, err := ptyThroughput(d, *mib)
+	if err != nil {
+		return err
+	}
+	dropped := attach < 0
+	if dropped {
+		attach = 0
+	}
+	rows = append(rows,
+		row{fmt.Sprintf("PTY read directly (cat %d MiB)", *mib), mbps(direct), "", ""},
+		row{fmt.Sprintf("PTY through attach (cat %d MiB)", *mib), mbps(attach), "≥ 0.8× direct", verdict(attach >= 0.8*direct)},
+		row{"attach / direct", fmt.Sprintf("%.2f×", attach/direct), "", map[bool]string{true: "client dropped (stream.slow_client)"}[dropped]})
+
+	rss, err := idleRSS(d)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"idle holder RSS", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)), "≤ 8 MiB", verdict(rss <= 8<<20)})
+
+	fmt.Printf("\n| measurement | value | target | |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.target, r.verdict)
+	}
+	return nil
+}
+
+// daemon is a supervisord under a temporary root.
+type daemon struct {
+	root string
+	cmd  *exec.Cmd
+	rc   *rpc.Client
+	c    *api.Client
+}
+
+func startDaemon(exe, parent string) (*daemon, error) {
+	root, err := os.MkdirTemp(parent, "hkb")
+	if err != nil {
+		return nil, err
+	}
+	os.Chmod(root, 0o755)
+	d := &daemon{root: root}
+	d.cmd = exec.Command(exe, "-root", root, "-host-runtime-enabled", "yes", "-egress-required", "no", "-log-level", "warn")
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	d.rc = rpc.NewClient(filepath.Join(root, "run", "supervisord", "api.sock"), 60*time.Second)
+	d.c = api.NewClient(d.rc)
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := healthapi.Get(ctx, d.rc)
+		cancel()
+		if err == nil {
+			return d, nil
+		}
+		if i > 500 {
+			d.stop()
+			return nil, fmt.Errorf("supervisord did not start: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (d *daemon) stop() {
+	ctx := context.Background()
+	if l, err := d.c.List(ctx); err == nil {
+		for _, in := range l.Instances {
+			d.c.Destroy(ctx, in.InstanceID)
+		}
+	}
+	d.rc.Close()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	os.RemoveAll(d.root)
+}
+
+// provisionLatency provisions n `sleep 1000` instances one after another
+// (each call returns once the agent runs) and destroys them.
+func provisionLatency(d *daemon, n int) (p50, p99 time.Duration, err error) {
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, n)
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			d.c.Destroy(ctx, id)
+		}
+	}()
+	for i := 0; i < n+5; i++ {
+		t0 := time.Now()
+		in, err := d.c.Provision(ctx, &api.ProvisionRequest{Command: []string{"sleep", "1000"}, WorkingDir: "/tmp", Start: true, StopTimeoutMS: 1000})
+		el := time.Since(t0)
+		if err != nil {
+			return 0, 0, err
+		}
+		if in.State != api.StateRunning {
+			return 0, 0, fmt.Errorf("instance %s is %s after provision", in.InstanceID, in.State)
+		}
+		ids = append(ids, in.InstanceID)
+		if i >= 5 { // warm-up
+			lat = append(lat, el)
+		}
+	}
+	return pct(lat, 50), pct(lat, 99), nil
+}
+
+// stopLatency times instance.stop of a tree of 50 processes (sh and 49
+// sleeps), runs times.
+func stopLatency(d *daemon, runs int) (p50, worst time.Duration, err error) {
+	ctx := context.Background()
+	var lat []time.Duration
+	for i := 0; i < runs; i++ {
+		in, err := d.c.Provision(ctx, &api.ProvisionRequest{Command: []string{"sh", "-c", "for i in $(seq 49); do sleep 1000 & done; wait"},
+			WorkingDir: "/tmp", Start: true, StopTimeoutMS: 1000})
+		if err != nil {
+			return 0, 0, err
+		}
+		for end := time.Now().Add(10 * time.Second); countTree(in.InstanceID) < 50; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				return 0, 0, fmt.Errorf("tree of %s did not reach 50 processes (%d)", in.InstanceID, countTree(in.InstanceID))
+			}
+		}
+		t0 := time.Now()
+		st, err := d.c.Stop(ctx, in.InstanceID)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.State != api.StateStopped || countTree(in.InstanceID) != 0 {
+			return 0, 0, fmt.Errorf("after stop: state %s, %d processes left", st.State, countTree(in.InstanceID))
+		}
+		d.c.Destroy(ctx, in.InstanceID)
+	}
+	return pct(lat, 50), pct(lat, 100), nil
+}
+
+// countTree counts live processes whose environment names instance id.
+func countTree(id string) int {
+	marker := "HOSTKIT_INSTANCE_ID=" + id + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && strings.Contains(string(b), marker) {
+			n++
+		}
+	}
+	return n
+}
+
+// idleRSS is VmRSS of an idle instance's holder, after a second.
+func idleRSS(d *daemon) (int64, error) {
+	ctx := context.Background()
+	in, err := d.c.Provision(ctx, &api.ProvisionRequest{Command: []string{"sleep", "1000"}, WorkingDir: "/tmp", Start: true, PTY: true, StopTimeoutMS: 1000})
+	if err != nil {
+		return 0, err
+	}
+	defer d.c.Destroy(ctx, in.InstanceID)
+	time.Sleep(time.Second)
+	b, err := os.ReadFile(filepath.Join(d.root, "state/supervisord/instances", in.InstanceID, "metadata.json"))
+	if err != nil {
+		return 0, err
+	}
+	var md struct {
+		Holder struct {
+			PID int `json:"pid"`
+		} `json:"holder"`
+	}
+	if err := json.Unmarshal(b, &md); err != nil {
+		return 0, err
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", md.Holder.PID))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for holder %d", md.Holder.PID)
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func mbps(v float64) string { return fmt.Sprintf("%.0f MB/s", v) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// fsType names the file system of dir (tmpfs, ext4...) from /proc/mounts.
+func fsType(dir string) string {
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return "?"
+	}
+	abs, _ := filepath.EvalSymlinks(dir)
+	best, typ := "", "?"
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && strings.HasPrefix(abs+"/", strings.TrimSuffix(f[1], "/")+"/") && len(f[1]) >= len(best) {
+			best, typ = f[1], f[2]
+		}
+	}
+	return typ
+}
