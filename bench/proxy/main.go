@@ -43,6 +43,7 @@ func run() error {
 	dur := flag.Duration("d", 5*time.Second, "measured time per mode")
 	bigMB := flag.Int("big", 256, "download size for (b), MiB")
 	sections := flag.String("sections", "abc", "which of (a), (b), (c) to run")
+	cIP := flag.String("c-ip", "", "address (c)'s upstream listens on (default: this machine's first non-loopback IPv4); 127.0.0.1 makes every (c) request go through egressd's loopback owner check")
 	flag.Parse()
 	dir, err := os.MkdirTemp("/tmp", "hkpb")
 	if err != nil {
@@ -77,8 +78,11 @@ func run() error {
 	}
 	// (c)'s upstream listens on a non-loopback local address, reached as
 	// up.test through egressd's host map, like a real credential
-	// destination (no loopback owner check: see RESULTS.md).
-	cAddr, err := serveTLS(ca, localIP()+":0", handler)
+	// destination (no loopback owner check), unless -c-ip says otherwise.
+	if *cIP == "" {
+		*cIP = localIP()
+	}
+	cAddr, err := serveTLS(ca, net.JoinHostPort(*cIP, "0"), handler)
 	if err != nil {
 		return err
 	}
@@ -108,9 +112,10 @@ func run() error {
 	}
 
 	var rows []row
-	// (c) first: the upstream is a loopback credential destination, so
-	// egressd checks its listener's owner in /proc/net/tcp on every
-	// request, and (a) leaves tens of thousands of TIME_WAIT entries there.
+	// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback credential
+	// destination, whose listener's owner egressd checks on every request,
+	// and (a) leaves tens of thousands of TIME_WAIT sockets behind (the
+	// /proc/net/tcp reader's cost grew with them; sock_diag's does not).
 	small := "https://up.test:" + cPort + "/small"
 	if strings.Contains(*sections, "c") {
 		rows = append(rows, load("c", "direct", "", small, "Bearer "+secret, ca.pool, *conc, *dur))

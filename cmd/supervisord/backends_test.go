@@ -211,3 +211,21 @@ func TestNetworkIsolated(t *testing.T) {
 	log = e.waitLog(in.InstanceID, "bridge-rc=", time.Second)
 	is.True(strings.Contains(log, "outside-reached direct-rc=0"))
 }
+
+// TestAgentInheritsNoIgnoredSignal guards against an agent that starts
+// with SIGPIPE ignored (the daemons ignore it) or with tmux's ignored
+// job-control signals: `yes | head` would then spin on EPIPE.
+func TestAgentInheritsNoIgnoredSignal(t *testing.T) {
+	t.Parallel()
+	e := start(t, "-host-runtime-enabled", "yes")
+	for _, b := range []string{api.BackendNative, api.BackendTmux} {
+		t.Run(b, func(t *testing.T) {
+			is := is.New(t)
+			in := e.provision(api.ProvisionRequest{SessionBackend: b, Command: []string{"grep", "-E", "SigIgn|SigBlk", "/proc/self/status"}})
+			e.waitState(in.InstanceID, api.StateExited, 10*time.Second)
+			log := e.waitLog(in.InstanceID, "SigBlk", 2*time.Second)
+			is.True(strings.Contains(log, "SigIgn:\t0000000000000000"))
+			is.True(strings.Contains(log, "SigBlk:\t0000000000000000"))
+		})
+	}
+}

@@ -31,9 +31,34 @@ func Marshal(v any) ([]byte, error) {
 		return nil, Wrap(CodeInternal, "body could not be encoded", err)
 	}
 	if err := Validate(buf.Bytes(), Limits{}); err != nil {
-		return nil, Wrap(CodeInternal, "body encoding is not canonical", err)
+		// The msgpack library sorts only maps of interface values and of
+		// strings; any other map type (map[string]int64, ...) comes out in
+		// Go's random order. Re-encoding the generic form sorts every map.
+		return recanonicalize(buf.Bytes())
 	}
 	return bytes.Clone(buf.Bytes()), nil
+}
+
+// recanonicalize decodes b into generic values (maps of interface values,
+// which the encoder sorts) and encodes them again; the result must then be
+// canonical, or the value holds something the wire cannot carry (a float, an
+// ext type, a nil): internal.
+func recanonicalize(b []byte) ([]byte, error) {
+	var v any
+	if err := msgpack.Unmarshal(b, &v); err != nil {
+		return nil, Wrap(CodeInternal, "body encoding is not canonical", err)
+	}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, Wrap(CodeInternal, "body could not be encoded", err)
+	}
+	if err := Validate(buf.Bytes(), Limits{}); err != nil {
+		return nil, Wrap(CodeInternal, "body encoding is not canonical", err)
+	}
+	return buf.Bytes(), nil
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -74,12 +74,15 @@ func dump(fd int, buf []byte, family uint8, port uint16) ([]Listener, error) {
 	}
 	var out []Listener
 	for n := 0; n < maxReplyMessages; {
-		m, from, err := unix.Recvfrom(fd, buf, 0)
+		m, _, flags, from, err := unix.Recvmsg(fd, buf, nil, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("loopowner: netlink receive: %w", err)
+		}
+		if flags&unix.MSG_TRUNC != 0 {
+			return nil, errors.New("loopowner: netlink reply truncated")
 		}
 		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
 			continue // only the kernel answers sock_diag

@@ -39,7 +39,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
-	d.rec = rec
+	d.rec, d.origin = rec, rec.Origin().String()
 	attach, err := resolve(b, rec)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
@@ -111,6 +111,7 @@ type decision struct {
 	in       Input
 	start    time.Time
 	rec      *request.Record
+	origin   string // rec's origin, formatted once
 	route    transport.Route
 	owners   []uint32
 	creds    []string
@@ -143,12 +144,13 @@ const (
 const ReasonOK = "ok"
 
 func (d *decision) fields() map[string]any {
-	f := map[string]any{KeyInvocation: d.in.Invocation, KeyMethod: d.in.Method}
+	f := make(map[string]any, 12+len(d.in.Fields)) // sized for every key below
+	f[KeyInvocation], f[KeyMethod] = d.in.Invocation, d.in.Method
 	for k, v := range d.in.Fields {
 		f[k] = v
 	}
 	if d.rec != nil {
-		f[KeyOrigin], f[KeyPath] = d.rec.Origin().String(), d.rec.Path
+		f[KeyOrigin], f[KeyPath] = d.origin, d.rec.Path
 	}
 	if d.route.Addr.IsValid() {
 		f[KeyAddress] = d.route.Addr.String()
@@ -180,12 +182,14 @@ func (d *decision) finish(p *Pipeline, err error) {
 			verdict = "error"
 		}
 	}
-	attrs := []slog.Attr{
-		slog.String(KeyDecision, verdict), slog.String(KeyReason, reason),
-		slog.String(KeyInvocation, d.in.Invocation), slog.String(KeyMethod, d.in.Method),
+	if !p.cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		return
 	}
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs, slog.String(KeyDecision, verdict), slog.String(KeyReason, reason),
+		slog.String(KeyInvocation, d.in.Invocation), slog.String(KeyMethod, d.in.Method))
 	if d.rec != nil {
-		attrs = append(attrs, slog.String(KeyOrigin, d.rec.Origin().String()), slog.String(KeyPath, d.rec.Path))
+		attrs = append(attrs, slog.String(KeyOrigin, d.origin), slog.String(KeyPath, d.rec.Path))
 	}
 	if d.route.Addr.IsValid() {
 		attrs = append(attrs, slog.String(KeyAddress, d.route.Addr.String()))

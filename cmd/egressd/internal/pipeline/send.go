@@ -20,13 +20,19 @@ import (
 func canonical(h string) string { return http.CanonicalHeaderKey(h) }
 
 // Send is step 7: it sends rec to the checked route and returns the
-// response with its body read (at most MaxResponse bytes). Redirects are
+// response with its body read (at most MaxResponse bytes). rec is the
+// record as sent, owned by this request: the default User-Agent is added
+// to its header in place (RequestBytes counts it already). Redirects are
 // returned, not followed. Errors: egress.timeout, egress.upstream_error,
 // egress.response_too_large.
 func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route) (*http.Response, []byte, error) {
-	h := rec.Header.Clone()
+	h := rec.Header
+	if h == nil {
+		h = http.Header{}
+		rec.Header = h
+	}
 	if _, ok := h["User-Agent"]; !ok {
-		h.Set("User-Agent", p.cfg.UserAgent)
+		h["User-Agent"] = []string{p.cfg.UserAgent}
 	}
 	req := &http.Request{
 		Method: rec.Method, URL: rec.URL(), Header: h, Host: rec.Authority(),
@@ -43,7 +49,7 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(p.cfg.MaxResponse)+1))
+	body, err := readBody(resp, p.cfg.MaxResponse)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			return nil, nil, wire.Wrap(egressdapi.CodeTimeout, "upstream body did not arrive in time", err)
@@ -54,6 +60,30 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		return nil, nil, wire.Errorf(egressdapi.CodeResponseTooLarge, "response body is larger than %d bytes", p.cfg.MaxResponse)
 	}
 	return resp, body, nil
+}
+
+// readBody reads at most max+1 bytes of resp's body: into one buffer of
+// the announced length when there is one (io.ReadAll would start at 512
+// bytes and grow), then on as usual should more arrive.
+func readBody(resp *http.Response, max int) ([]byte, error) {
+	cl := resp.ContentLength
+	if cl < 0 || cl > int64(max) {
+		return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
+	}
+	buf := make([]byte, cl)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		return nil, err
+	}
+	var one [1]byte
+	n, err := resp.Body.Read(one[:])
+	if n == 0 && err == io.EOF {
+		return buf, nil // the usual end: net/http stops at Content-Length
+	}
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)-cl))
+	return append(append(buf, one[:n]...), rest...), err
 }
 
 // RequestBytes is what network_egress_bytes counts for rec: the request
@@ -81,6 +111,15 @@ func (p *Pipeline) RequestBytes(rec *request.Record) uint64 {
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer",
 	"Transfer-Encoding", "Upgrade", "Content-Length", "Content-Encoding"}
 
+// hopByHopSet is hopByHop as a set (the names are canonical).
+var hopByHopSet = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range hopByHop {
+		m[canonical(h)] = true
+	}
+	return m
+}()
+
 // Sanitize is step 8: it decodes a gzip body (bounded; any other content
 // coding is egress.response_undecodable), strips hop-by-hop headers, the
 // headers named in Connection, the configured sensitive headers and
@@ -91,24 +130,28 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := resp.Header.Clone()
+	h := resp.Header
+	var named map[string]bool // headers named in Connection
 	for _, c := range h.Values("Connection") {
 		for name := range strings.SplitSeq(c, ",") {
-			h.Del(strings.TrimSpace(name))
+			if named == nil {
+				named = map[string]bool{}
+			}
+			named[canonical(strings.TrimSpace(name))] = true
 		}
-	}
-	for _, name := range hopByHop {
-		h.Del(name)
 	}
 	sc := p.cfg.Registry.Scrubber()
 	out := &Output{Status: resp.StatusCode, Body: sc.ScrubBytes(body)}
 	names := make([]string, 0, len(h))
-	for k := range h {
-		if !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) {
+	n := 0
+	for k, vs := range h {
+		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) {
 			names = append(names, k)
+			n += len(vs)
 		}
 	}
 	sort.Strings(names)
+	out.Header = make([]request.Field, 0, n)
 	for _, k := range names {
 		for _, v := range h[k] {
 			out.Header = append(out.Header, request.Field{Name: k, Value: sc.Scrub(v)})

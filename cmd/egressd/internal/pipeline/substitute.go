@@ -33,12 +33,19 @@ func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.
 	if err := p.scan.Manual(rec); err != nil {
 		return nil, err
 	}
-	scratch := rec.Clone()
+	// The scratch copy is made only when some credential could be placed:
+	// a request with no candidate (most traffic of a bundle without
+	// credentials, or to another origin) is searched as it is.
+	scratch := rec
 	var attach []*bundle.Credential
 	err := b.Use(func(creds []*bundle.Credential) error {
+		o, secure := rec.Origin(), secureScheme(rec)
 		for _, c := range creds {
-			if c.Destination != rec.Origin() || !secureScheme(rec) {
+			if c.Destination != o || !secure {
 				continue
+			}
+			if scratch == rec {
+				scratch = rec.Clone()
 			}
 			if removePlacement(scratch, c) {
 				attach = append(attach, c)

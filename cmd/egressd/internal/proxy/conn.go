@@ -114,6 +114,11 @@ func (c *conn) handle(req *http.Request) bool {
 	if c.tunnel != nil {
 		in.Fields["tunnel"] = c.tunnel.authority()
 	}
+	n := 0
+	for _, vs := range req.Header {
+		n += len(vs)
+	}
+	in.Header = make([]request.Field, 0, n)
 	for name, vs := range req.Header {
 		switch name {
 		case "Content-Length", "Transfer-Encoding": // framing was read already
@@ -200,9 +205,9 @@ func drain(body io.Reader, max int) bool {
 // respond writes the pipeline's sanitized answer, with Content-Length
 // recomputed, and reports whether the write succeeded.
 func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
-	h := http.Header{}
-	for _, f := range out.Header {
-		h.Add(f.Name, f.Value)
+	h := make(http.Header, len(out.Header))
+	for _, f := range out.Header { // names are canonical keys of the upstream's header already
+		h[f.Name] = append(h[f.Name], f.Value)
 	}
 	resp := &http.Response{StatusCode: out.Status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
 		ContentLength: int64(len(out.Body)), Body: io.NopCloser(bytes.NewReader(out.Body)), Close: req.Close}

@@ -26,7 +26,7 @@ type Config struct {
 	DialTimeout           time.Duration    // default 10 s
 	ResponseHeaderTimeout time.Duration    // default 30 s
 	IdleConnTimeout       time.Duration    // default 90 s
-	MaxIdlePerKey         int              // idle connections per (origin, address); default 64
+	MaxIdlePerKey         int              // idle connections kept per (origin, address); default 128 (at least the proxy face's expected concurrency, else connections churn)
 	MaxKeys               int              // pooled (origin, address) pairs; default 256
 	// OnDial, when set, is called from ControlContext with the address of
 	// every socket about to connect (tests use it to prove what was dialled).
@@ -38,8 +38,15 @@ type Transport struct {
 	cfg      Config
 	resolver Resolver
 	mu       sync.Mutex
-	pools    map[string]*http.Transport
-	order    []string
+	pools    map[poolKey]*http.Transport
+	order    []poolKey
+}
+
+// poolKey names one connection pool: a connection made for one checked
+// address never serves another.
+type poolKey struct {
+	origin string
+	addr   netip.AddrPort
 }
 
 // New returns a Transport.
@@ -54,12 +61,12 @@ func New(cfg Config) *Transport {
 		cfg.IdleConnTimeout = 90 * time.Second
 	}
 	if cfg.MaxIdlePerKey <= 0 {
-		cfg.MaxIdlePerKey = 64
+		cfg.MaxIdlePerKey = 128
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 256
 	}
-	t := &Transport{cfg: cfg, resolver: cfg.Resolver, pools: map[string]*http.Transport{}}
+	t := &Transport{cfg: cfg, resolver: cfg.Resolver, pools: map[poolKey]*http.Transport{}}
 	if t.resolver == nil {
 		t.resolver = net.DefaultResolver
 	}
@@ -87,7 +94,7 @@ func isTimeout(err error) bool {
 
 // pool returns the connection pool for (origin, addr).
 func (t *Transport) pool(origin string, addr netip.AddrPort) *http.Transport {
-	key := origin + "|" + addr.String()
+	key := poolKey{origin, addr}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.pools[key]; p != nil {
@@ -125,7 +132,9 @@ func (t *Transport) newPool(want netip.AddrPort) *http.Transport {
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", want.String())
 		},
-		TLSClientConfig:        &tls.Config{RootCAs: t.cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		// TLS sessions are resumed only within this pool (one origin,
+		// one checked address), after a fully verified handshake.
+		TLSClientConfig:        &tls.Config{RootCAs: t.cfg.RootCAs, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64)},
 		ForceAttemptHTTP2:      true,
 		DisableCompression:     true,
 		MaxIdleConnsPerHost:    t.cfg.MaxIdlePerKey,
@@ -143,5 +152,5 @@ func (t *Transport) Close() {
 	for _, p := range t.pools {
 		p.CloseIdleConnections()
 	}
-	t.pools, t.order = map[string]*http.Transport{}, nil
+	t.pools, t.order = map[poolKey]*http.Transport{}, nil
 }

@@ -25,6 +25,7 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
 )
 
 // DefaultTimeout bounds a whole run.
@@ -113,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	case err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		r.t.fail("the demo took longer than %s (%v)", cfg.Timeout, err)
 	case err != nil && ctx.Err() != nil:
-		r.t.fail("interrupted (%v)", err)
+		r.t.fail("interrupted: cleaning up")
 	case err != nil:
 		r.t.fail("%v", err)
 	}
@@ -137,6 +138,9 @@ func (r *runner) steps(ctx context.Context) error {
 	r.t.printf("hostctl demo: an agent uses a credential it never sees\n")
 	if err := supported(); err != nil {
 		return err
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		return errors.New("the agent needs /usr/bin/curl (apt-get install curl; scripts/setup installs it)")
 	}
 	var err error
 	if r.binDir, err = findBinaries(r.cfg.BinDir); err != nil {
@@ -222,7 +226,7 @@ func (r *runner) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if r.live && r.sv != nil {
-		if err := r.sv.Destroy(ctx, r.id); err != nil {
+		if err := r.sv.Destroy(ctx, r.id); err != nil && !wire.HasCode(err, api.CodeInstanceNotFound) {
 			r.t.fail("cleanup: destroy instance %s: %v", r.id, err)
 		}
 	}

@@ -94,8 +94,8 @@ func (r *runner) stepDaemons(ctx context.Context) error {
 	if r.isolated {
 		r.t.ok("agents run under their own uid (supervisord runs as root)")
 	} else {
-		r.t.warn("agents are NOT isolated here: supervisord runs as uid %d, not root, so the agent runs as", os.Geteuid())
-		r.t.note("your own user and could read your files. Run the demo as root to see it under its own uid.")
+		r.t.warn("agents are NOT isolated here: supervisord runs as uid %d, not root, so the agent runs as you", os.Geteuid())
+		r.t.note("and could read your files, secretd's store included. Run the demo as root to see it under its own uid.")
 	}
 	return nil
 }

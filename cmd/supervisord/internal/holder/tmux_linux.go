@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ import (
 const FileTmuxFIFO = "tmux.fifo"
 
 // tmuxWait bounds waiting for tmux to report a pane's exit status.
-const tmuxWait = 2 * time.Second
+const tmuxWait = 5 * time.Second
 
 // startTmux starts the server and the agent's session and returns the
 // reading end of the output FIFO. Called by startRun (on the namespace's
@@ -132,15 +133,18 @@ func (h *holder) watchPane(pid int, leaderDone chan struct{}) {
 		}
 		unix.Close(fd)
 	}
+	h.mu.Lock()
+	server := h.tmuxServer
+	h.mu.Unlock()
 	var exit *api.ExitStatus
 	for end := time.Now().Add(tmuxWait); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		p, err := h.queryPane()
-		if err != nil {
-			break // the server is gone
-		}
-		if p.Dead && p.PID == pid {
+		if err == nil && p.Dead && p.PID == pid {
 			exit = p.Exit
 			break
+		}
+		if err != nil && !slices.Contains(proc.Descendants(os.Getpid()), server) {
+			break // the server is gone
 		}
 	}
 	if exit == nil { // give the reaper its chance
@@ -156,7 +160,6 @@ func (h *holder) watchPane(pid int, leaderDone chan struct{}) {
 		h.exit = exit
 		close(leaderDone)
 	}
-	server := h.tmuxServer
 	h.mu.Unlock()
 	h.killTmux(server)
 }
