@@ -77,7 +77,7 @@ func TestCompletionBash(t *testing.T) {
 		want  string   // space-joined COMPREPLY
 	}{
 		{[]string{"au"}, "audit"},
-		{[]string{"audit", ""}, "tail verify --egressd-socket --helper-socket --json --root --secretd-socket --supervisord-socket --timeout"},
+		{[]string{"audit", ""}, "tail verify --egressd-socket --helper-socket --json --layout --root --secretd-socket --supervisord-socket --timeout"},
 		{[]string{"-root", "/tmp", "audit", "tail", "--da"}, "--daemon"},
 		{[]string{"audit", "tail", "--daemon", "s"}, "secretd supervisord"},
 		{[]string{"audit", "tail", "-"}, ""}, // checked below: contains -f and -n
