@@ -175,7 +175,9 @@ func benchEgressd(up, fsync string, conc int, dur time.Duration) (result, error)
 	if out, err := build.CombinedOutput(); err != nil {
 		return result{}, fmt.Errorf("building egressd: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-root", root, "-audit-fsync", fsync, "-log-level", "info")
+	// A free proxy port: the default 127.0.0.1:4750 may be taken by another
+	// egressd on a shared machine.
+	cmd := exec.Command(bin, "-root", root, "-audit-fsync", fsync, "-log-level", "info", "-proxy-address", "127.0.0.1:0")
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
