@@ -29,3 +29,23 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendFsyncParallel measures appends with FsyncAlways from
+// concurrent writers: group commit lets them share fsyncs.
+func BenchmarkAppendFsyncParallel(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), Daemon: "egressd", Fsync: FsyncAlways})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	r := Record{Op: "egress.request", Outcome: OutcomeOK, Fields: map[string]any{"origin": "https://api.example.com", "status": 200}}
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.Append(context.Background(), r); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -75,6 +75,15 @@ type Log struct {
 	torn   bool   // the next record notes a torn tail
 	failed error  // sticky write failure
 	closed bool
+
+	// Group commit (FsyncAlways): written counts lines written; synced
+	// (guarded by syncMu) counts lines known durable; files counts active
+	// files synced and closed by rotation or Close, so a Sync that finds its
+	// file closed knows the closer synced it first.
+	written uint64
+	files   uint64
+	syncMu  sync.Mutex
+	synced  uint64
 }
 
 // Open opens (or creates) the log in opts.Dir and continues its chain:
@@ -200,23 +209,68 @@ func (l *Log) openActive() error {
 // `audit.invalid` (empty Op, unknown Outcome or Phase, Fields that do not
 // encode as JSON), `audit.closed`, `audit.io`.
 func (l *Log) Append(ctx context.Context, r Record) (uint64, error) {
+	seq, gen, err := l.append(ctx, r)
+	if err != nil || l.opts.Fsync != FsyncAlways {
+		return seq, err
+	}
+	if err := l.syncTo(gen); err != nil {
+		return 0, wire.Wrap(CodeIO, "cannot sync the audit log", err)
+	}
+	return seq, nil
+}
+
+// syncTo returns once line number gen is durable. Concurrent appenders
+// share one fsync (group commit): whoever holds syncMu syncs every line
+// written so far, and the others find their line already covered.
+func (l *Log) syncTo(gen uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.synced >= gen {
+		return nil
+	}
+	l.mu.Lock()
+	target, f, files, failed := l.written, l.f, l.files, l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	err := f.Sync()
+	if err != nil && errors.Is(err, os.ErrClosed) {
+		l.mu.Lock()
+		if l.files != files { // rotation or Close synced it before closing
+			err = nil
+		}
+		l.mu.Unlock()
+	}
+	if err != nil {
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		return err
+	}
+	l.synced = target
+	return nil
+}
+
+// append writes r under the lock and returns its seq and line number.
+func (l *Log) append(ctx context.Context, r Record) (uint64, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if r.Op == "" || !validOutcome(r.Outcome) || !validPhase(r.Phase) {
-		return 0, wire.Errorf(CodeInvalid, "record needs an op, a known outcome and a known phase")
+		return 0, 0, wire.Errorf(CodeInvalid, "record needs an op, a known outcome and a known phase")
 	}
 	r, err := l.scrubRecord(r)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return 0, wire.Errorf(CodeClosed, "audit log closed")
+		return 0, 0, wire.Errorf(CodeClosed, "audit log closed")
 	case l.failed != nil:
-		return 0, wire.Wrap(CodeIO, "audit log failed earlier; reopen it", l.failed)
+		return 0, 0, wire.Wrap(CodeIO, "audit log failed earlier; reopen it", l.failed)
 	}
 	if l.torn {
 		if r.Fields == nil {
@@ -227,20 +281,21 @@ func (l *Log) Append(ctx context.Context, r Record) (uint64, error) {
 	r.Seq, r.Time, r.Daemon, r.Prev = l.seq+1, l.opts.Now().UTC(), l.opts.Daemon, l.prev
 	line, err := l.encode(r)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if l.size > 0 && l.size+int64(len(line))+1 > l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
 			l.failed = err
-			return 0, wire.Wrap(CodeIO, "cannot rotate the audit log", err)
+			return 0, 0, wire.Wrap(CodeIO, "cannot rotate the audit log", err)
 		}
 	}
 	if err := l.write(line); err != nil {
 		l.failed = err
-		return 0, wire.Wrap(CodeIO, "cannot write the audit log", err)
+		return 0, 0, wire.Wrap(CodeIO, "cannot write the audit log", err)
 	}
 	l.seq, l.prev, l.torn = r.Seq, hashLine(line), false
-	return r.Seq, nil
+	l.written++
+	return r.Seq, l.written, nil
 }
 
 // encode returns r's line without a newline. Should a registered value
@@ -273,10 +328,7 @@ func (l *Log) write(line []byte) error {
 	buf = append(append(buf, line...), '\n')
 	n, err := l.f.Write(buf)
 	l.size += int64(n)
-	if err == nil && l.opts.Fsync == FsyncAlways {
-		err = l.f.Sync()
-	}
-	return err
+	return err // FsyncAlways syncs in Append, outside the lock (syncTo)
 }
 
 // Close closes the log; later Appends return `audit.closed`. Close is
@@ -288,6 +340,12 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	if l.opts.Fsync == FsyncAlways {
+		if err := l.f.Sync(); err != nil {
+			return wire.Wrap(CodeIO, "cannot sync the audit log", err)
+		}
+	}
+	l.files++
 	if err := l.f.Close(); err != nil {
 		return wire.Wrap(CodeIO, "cannot close the audit log", err)
 	}

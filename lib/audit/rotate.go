@@ -12,6 +12,12 @@ import (
 // the last record in the file just rotated.
 func (l *Log) rotate() error {
 	dir, name, max := l.opts.Dir, l.opts.Name, l.opts.MaxFiles
+	if l.opts.Fsync == FsyncAlways {
+		if err := l.f.Sync(); err != nil {
+			return err
+		}
+	}
+	l.files++
 	if err := l.f.Close(); err != nil {
 		return err
 	}
