@@ -139,7 +139,7 @@ func (h *holder) watchPane(pid int, leaderDone chan struct{}) {
 	var exit *api.ExitStatus
 	for end := time.Now().Add(tmuxWait); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		p, err := h.queryPane()
-		if err == nil && p.Dead && p.PID == pid {
+		if err == nil && p.Dead && p.PID == pid && p.Exit != nil {
 			exit = p.Exit
 			break
 		}

@@ -52,7 +52,7 @@ type Pane struct {
 	PID       int             // the pane's process (the agent)
 	ServerPID int             // the tmux server
 	Dead      bool            // the pane's process has exited
-	Exit      *api.ExitStatus // its exit status when Dead
+	Exit      *api.ExitStatus // its exit status; nil until tmux has reaped it
 }
 
 // ParsePane parses QueryArgs' output. signame maps a signal number to its
@@ -91,7 +91,8 @@ func ParsePane(out string, signame func(int) string) (Pane, error) {
 		}
 		p.Exit = &api.ExitStatus{Code: int64(n)}
 	default:
-		p.Exit = &api.ExitStatus{Unknown: true}
+		// tmux reports the pane dead once its terminal closes, which can
+		// come before it has reaped the process: no status yet.
 	}
 	return p, nil
 }

@@ -20,7 +20,7 @@ func TestParsePane(t *testing.T) {
 		{"running", "41 40 0||\n", true, false, nil},
 		{"exit code", "41 40 1|3|\n", true, true, &api.ExitStatus{Code: 3}},
 		{"signal", "41 40 1||9\n", true, true, &api.ExitStatus{Signal: "SIG9"}},
-		{"dead without status", "41 40 1||\n", true, true, &api.ExitStatus{Unknown: true}},
+		{"dead, status not yet known", "41 40 1||\n", true, true, nil},
 		{"garbage", "no server running on /x\n", false, false, nil},
 		{"bad pid", "x 40 0||", false, false, nil},
 		{"empty", "", false, false, nil},
