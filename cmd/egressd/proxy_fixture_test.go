@@ -149,7 +149,7 @@ func (f *proxyFixture) curl(t *testing.T, inv, tok string, args ...string) strin
 	t.Helper()
 	const bin = "/usr/bin/curl"
 	if _, err := os.Stat(bin); err != nil {
-		t.Skip("needs " + bin)
+		t.Fatal("needs " + bin + " (scripts/setup installs it)")
 	}
 	cmd := exec.Command(bin, append([]string{"-sS", "-v", "--max-time", "20"}, args...)...)
 	cmd.Env = f.agentEnv(inv, tok)

@@ -58,7 +58,7 @@ func buildPeers(t *testing.T) string {
 		peerBins.out, peerBins.err = cmd.CombinedOutput()
 	})
 	if peerBins.err != nil {
-		t.Skipf("cannot build secretd and egressd (GOWORK=off?): %v\n%s", peerBins.err, peerBins.out)
+		t.Fatalf("cannot build secretd and egressd: %v\n%s", peerBins.err, peerBins.out)
 	}
 	return peerBins.dir
 }
@@ -175,7 +175,7 @@ func newEgressStack(t *testing.T, supervisordArgs ...string) *egressStack {
 		t.Skip("needs root (agents run under their own uid; egressd checks loopback listeners' owners)")
 	}
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
-		t.Skip("needs /usr/bin/curl")
+		t.Fatal("needs /usr/bin/curl (scripts/setup installs it)")
 	}
 	is := is.New(t)
 	root, err := os.MkdirTemp("/tmp", "hk")

@@ -19,12 +19,12 @@ import (
 	"hostkit.dev/cmd/hostctl/internal/demo"
 )
 
-// needCurl skips a demo test where the agent's curl is missing
+// needCurl fails a demo test where the agent's curl is missing
 // (scripts/setup installs it, so CI always runs these).
 func needCurl(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
-		t.Skip("needs /usr/bin/curl (scripts/setup)")
+		t.Fatal("needs /usr/bin/curl (scripts/setup installs it)")
 	}
 }
 

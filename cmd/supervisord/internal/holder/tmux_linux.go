@@ -3,12 +3,14 @@
 package holder
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,6 +145,12 @@ func (h *holder) watchPane(pid int, leaderDone chan struct{}) {
 			exit = p.Exit
 			break
 		}
+		// tmux has not reaped it (we saw a tmux server leave its pane's
+		// process a zombie for good): read the zombie's exit status.
+		if e := zombieExit(pid); e != nil {
+			exit = e
+			break
+		}
 		if err != nil && !slices.Contains(proc.Descendants(os.Getpid()), server) {
 			break // the server is gone
 		}
@@ -178,4 +186,27 @@ func (h *holder) killTmux(server int) {
 			_ = proc.Kill(server, unix.SIGTERM)
 		}
 	}
+}
+
+// zombieExit returns the exit status of pid when it is a zombie, from
+// /proc/<pid>/stat field 52 (exit_code, in waitpid(2) form; proc(5),
+// Linux 3.5+), else nil.
+func zombieExit(pid int) *api.ExitStatus {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return nil
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 50 || f[0] != "Z" { // field N is f[N-3]
+		return nil
+	}
+	ws, err := strconv.ParseUint(f[49], 10, 32)
+	if err != nil {
+		return nil
+	}
+	return exitStatus(unix.WaitStatus(ws))
 }
