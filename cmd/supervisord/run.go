@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AuditLog:    alog,
 		Logger:      env.Logger,
 		Roles:       r,
-		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, mgr.Ops()...),
+		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...),
 		Actors:      []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch)},
 	}
 	return svc.Run(ctx)
