@@ -5,10 +5,17 @@ import (
 	"sync"
 )
 
-// clientQueue bounds each attached client's backlog, in chunks (each at
-// most one PTY read, 32 KiB). A client that falls this far behind is
-// dropped; it never blocks the agent or other clients.
-const clientQueue = 64
+// clientQueue bounds each attached client's backlog in chunks (each at
+// most one PTY read, 32 KiB), and clientBacklog in bytes: a client that
+// falls this far behind is dropped; it never blocks the agent or other
+// clients. The sender coalesces queued chunks into frames of up to
+// coalesceMax bytes, so a reader that keeps up on average (a bulk `cat`)
+// is not dropped for the relay's per-frame cost.
+const (
+	clientQueue   = 4096
+	clientBacklog = 4 << 20
+	coalesceMax   = 256 << 10
+)
 
 // hub fans the agent's output out to the ring buffer, the log and every
 // attached client, in one order.
@@ -26,6 +33,7 @@ type hub struct {
 type client struct {
 	ch      chan []byte
 	dropped chan struct{}
+	queued  int // bytes in ch; guarded by the hub's mu
 }
 
 func newHub(size int, log io.Writer) *hub {
@@ -47,8 +55,14 @@ func (h *hub) write(p []byte) {
 	}
 	c := append([]byte(nil), p...)
 	for cl := range h.clients {
+		if cl.queued+len(c) > clientBacklog {
+			delete(h.clients, cl)
+			close(cl.dropped)
+			continue
+		}
 		select {
 		case cl.ch <- c:
+			cl.queued += len(c)
 		default:
 			delete(h.clients, cl)
 			close(cl.dropped)
@@ -90,4 +104,37 @@ func (h *hub) end() {
 		close(cl.ch)
 		delete(h.clients, cl)
 	}
+}
+
+// take receives the next chunk for cl, blocking, and then appends whatever
+// else is already queued, up to coalesceMax bytes. ok is false once the
+// output has ended and everything queued was taken.
+func (h *hub) take(cl *client, first []byte) []byte {
+	out := first
+	n := len(first)
+	for len(out) < coalesceMax {
+		select {
+		case b, ok := <-cl.ch:
+			if !ok {
+				h.consumed(cl, n)
+				return out
+			}
+			if len(out) == len(first) {
+				out = append(make([]byte, 0, min(coalesceMax, len(first)+len(b)*8)), first...)
+			}
+			out = append(out, b...)
+			n += len(b)
+			continue
+		default:
+		}
+		break
+	}
+	h.consumed(cl, n)
+	return out
+}
+
+func (h *hub) consumed(cl *client, n int) {
+	h.mu.Lock()
+	cl.queued -= n
+	h.mu.Unlock()
 }

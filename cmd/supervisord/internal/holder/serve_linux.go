@@ -148,7 +148,7 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 			if !ok {
 				return h.sendExit(ctx, send)
 			}
-			if err := send(&wire.StreamFrame{T: wire.StreamData, B: b}); err != nil {
+			if err := send(&wire.StreamFrame{T: wire.StreamData, B: h.hub.take(cl, b)}); err != nil {
 				return nil
 			}
 		case <-cl.dropped:
