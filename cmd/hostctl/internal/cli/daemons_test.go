@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,13 +90,16 @@ func TestDoctorAgainstRealDaemons(t *testing.T) {
 	is.Equal(code, ExitOK)
 	is.Equal(errOut, "")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	is.Equal(len(lines), 5) // header + 4 daemons
+	is.True(len(lines) >= 5) // header + 4 daemons, then notes
+	is.True(strings.Contains(out, "supervisord host runtime enabled: false"))
+	is.True(strings.Contains(out, "egressd CA bundle: "+filepath.Join(root, "run", "public", "egressd-ca.pem")))
 	is.True(strings.HasPrefix(lines[0], "DAEMON"))
 	for i, name := range []string{"secretd", "egressd", "supervisord"} {
 		f := strings.Fields(lines[i+1])
 		is.Equal(f[0], name)
 		is.Equal(f[2], "0600")
-		is.Equal(f[4], "yes")
+		is.Equal(f[4], "held") // the daemon holds its lock
+		is.Equal(f[5], "yes")
 	}
 	is.True(strings.Contains(lines[4], "helper (optional)"))
 
@@ -108,6 +112,27 @@ func TestDoctorAgainstRealDaemons(t *testing.T) {
 	is.Equal(len(doc.Daemons), 4)
 	is.True(doc.Daemons[0].Reachable)
 	is.Equal(len(doc.Daemons[0].Epoch), 16)
+
+	is.Equal(doc.Daemons[0].Lock, "held")
+	is.Equal(doc.Daemons[0].DirMode, "0700")
+	is.True(doc.Daemons[2].HostRuntimeEnabled != nil) // supervisord reports it
+
+	// An unsafe set-up is warned about: a world-readable socket directory
+	// and a credential file with a loose mode.
+	credDir := filepath.Join(root, "state", "secretd", "credentials")
+	is.NoErr(os.MkdirAll(credDir, 0o700))
+	is.NoErr(os.WriteFile(filepath.Join(credDir, "loose.cred"), []byte("x"), 0o644))
+	is.NoErr(os.Chmod(filepath.Join(root, "run", "egressd"), 0o755))
+	code, out, _ = runCLI("doctor", "-root", root, "--json")
+	is.Equal(code, ExitOK)
+	var warned struct {
+		Warnings []string `json:"warnings"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &warned))
+	joined := strings.Join(warned.Warnings, "\n")
+	is.True(strings.Contains(joined, "loose.cred is 0644"))
+	is.True(strings.Contains(joined, "egressd: socket directory"))
+	is.NoErr(os.Chmod(filepath.Join(root, "run", "egressd"), 0o700))
 
 	_ = procs[1].stop(t, syscall.SIGTERM) // egressd down
 	code, _, errOut = runCLI("-root", root, "doctor")

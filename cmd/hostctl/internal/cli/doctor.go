@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,20 +20,27 @@ import (
 
 // doctorRow is one daemon's line in `hostctl doctor` (and its JSON form).
 type doctorRow struct {
-	Daemon    string         `json:"daemon"`
-	Expected  bool           `json:"expected"`
-	Socket    string         `json:"socket"`
-	Exists    bool           `json:"exists"`
-	Mode      string         `json:"mode,omitempty"`
-	Owner     string         `json:"owner,omitempty"`
-	Reachable bool           `json:"reachable"`
-	Version   string         `json:"version,omitempty"`
-	Status    string         `json:"status,omitempty"`
-	Epoch     string         `json:"epoch,omitempty"`
-	UptimeMS  int64          `json:"uptime_ms,omitempty"`
-	Health    map[string]any `json:"health,omitempty"`
-	Error     string         `json:"error,omitempty"`
-	Code      string         `json:"code,omitempty"`
+	Daemon   string `json:"daemon"`
+	Expected bool   `json:"expected"`
+	Socket   string `json:"socket"`
+	Exists   bool   `json:"exists"`
+	Mode     string `json:"mode,omitempty"`
+	Owner    string `json:"owner,omitempty"`
+	DirMode  string `json:"dir_mode,omitempty"`
+	DirOwner string `json:"dir_owner,omitempty"`
+	Lock     string `json:"lock"` // held, free, missing, unknown
+	// HostRuntimeEnabled is supervisord's host_runtime_enabled (nil for
+	// other daemons or when unreachable).
+	HostRuntimeEnabled *bool          `json:"host_runtime_enabled,omitempty"`
+	CABundle           string         `json:"ca_bundle,omitempty"` // egressd's public CA bundle, when present
+	Reachable          bool           `json:"reachable"`
+	Version            string         `json:"version,omitempty"`
+	Status             string         `json:"status,omitempty"`
+	Epoch              string         `json:"epoch,omitempty"`
+	UptimeMS           int64          `json:"uptime_ms,omitempty"`
+	Health             map[string]any `json:"health,omitempty"`
+	Error              string         `json:"error,omitempty"`
+	Code               string         `json:"code,omitempty"`
 }
 
 func doctorCmd(g *globals) *ffcli.Command {
@@ -53,7 +61,11 @@ func doctorCmd(g *globals) *ffcli.Command {
 			for _, name := range daemon.Names {
 				rows = append(rows, g.diagnose(ctx, name, slices.Contains(expected, name)))
 			}
-			if err := g.printDoctor(rows); err != nil {
+			var warnings []string
+			if l, err := g.layout(); err == nil {
+				warnings = setupWarnings(l, rows)
+			}
+			if err := g.printDoctor(rows, warnings); err != nil {
 				return err
 			}
 			var down []string
@@ -78,6 +90,17 @@ func (g *globals) diagnose(ctx context.Context, name string, expected bool) doct
 		return row
 	}
 	row.Socket = path
+	row.Lock = lockState(path)
+	if m, owner, ok := modeOwner(filepath.Dir(path)); ok {
+		row.DirMode, row.DirOwner = fmt.Sprintf("%04o", m.Perm()), owner
+	}
+	if name == daemon.NameEgressd {
+		if l, err := g.layout(); err == nil {
+			if p := filepath.Join(l.Public, "egressd-ca.pem"); fileExists(p) {
+				row.CABundle = p
+			}
+		}
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		row.Exists = true
 		row.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
@@ -106,6 +129,9 @@ func (g *globals) diagnose(ctx context.Context, name string, expected bool) doct
 	row.Version, _ = h["version"].(string)
 	row.Epoch, _ = h["epoch"].(string)
 	row.UptimeMS = toInt64(h["uptime_ms"])
+	if v, ok := h["host_runtime_enabled"].(bool); ok {
+		row.HostRuntimeEnabled = &v
+	}
 	return row
 }
 
@@ -139,9 +165,12 @@ func ownerName(uid uint32) string {
 	return id
 }
 
-func (g *globals) printDoctor(rows []doctorRow) error {
+func (g *globals) printDoctor(rows []doctorRow, warnings []string) error {
 	if g.json {
-		return writeJSON(g.stdout, map[string]any{"daemons": rows})
+		if warnings == nil {
+			warnings = []string{}
+		}
+		return writeJSON(g.stdout, map[string]any{"daemons": rows, "warnings": warnings})
 	}
 	out := make([][]string, 0, len(rows))
 	for _, r := range rows {
@@ -159,9 +188,28 @@ func (g *globals) printDoctor(rows []doctorRow) error {
 		if !r.Expected {
 			exp = " (optional)"
 		}
-		out = append(out, []string{r.Daemon + exp, r.Socket, dash(r.Mode), dash(r.Owner), reach, dash(r.Version), dash(health)})
+		out = append(out, []string{r.Daemon + exp, r.Socket, dash(r.Mode), dash(r.Owner), dash(r.Lock), reach, dash(r.Version), dash(health)})
 	}
-	return table(g.stdout, []string{"DAEMON", "SOCKET", "MODE", "OWNER", "REACHABLE", "VERSION", "HEALTH"}, out)
+	if err := table(g.stdout, []string{"DAEMON", "SOCKET", "MODE", "OWNER", "LOCK", "REACHABLE", "VERSION", "HEALTH"}, out); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.HostRuntimeEnabled != nil {
+			fmt.Fprintf(g.stdout, "supervisord host runtime enabled: %v\n", *r.HostRuntimeEnabled)
+		}
+		if r.CABundle != "" {
+			fmt.Fprintf(g.stdout, "egressd CA bundle: %s\n", r.CABundle)
+		}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(g.stdout, "warning: %s\n", w)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func dash(s string) string {
