@@ -139,3 +139,28 @@ func TestDoctorAgainstRealDaemons(t *testing.T) {
 	is.Equal(code, ExitUnavailable)
 	is.True(strings.Contains(errOut, "egressd"))
 }
+
+// hostctl egress info and stats against a real egressd.
+func TestEgressCommands(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := shortRoot(t)
+	startDaemon(t, "egressd", "egressd", root, "-proxy-address", "127.0.0.1:0")
+	code, out, errOut := runCLI("-root", root, "egress", "info", "--json")
+	is.Equal(code, ExitOK)
+	is.Equal(errOut, "")
+	var info map[string]string
+	is.NoErr(json.Unmarshal([]byte(out), &info))
+	is.Equal(len(info["epoch"]), 16)
+	is.Equal(info["ca_bundle_path"], filepath.Join(root, "run", "public", "egressd-ca.pem"))
+	is.True(strings.HasPrefix(info["proxy_address"], "127.0.0.1:"))
+
+	code, out, _ = runCLI("-root", root, "egress", "stats", "--json")
+	is.Equal(code, ExitOK)
+	is.True(strings.Contains(out, `"invocations": []`))
+	code, out, _ = runCLI("-root", root, "egress", "stats")
+	is.Equal(code, ExitOK)
+	is.True(strings.HasPrefix(out, "INVOCATION"))
+	code, _, _ = runCLI("-root", root, "egress", "stats", "extra")
+	is.Equal(code, ExitUsage)
+}

@@ -87,6 +87,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			doctorCmd(g),
 			secretCmd(g),
 			leaseCmd(g),
+			egressCmd(g),
 			instanceCmd(g),
 			versionCmd(g),
 			auditCmd(g),
