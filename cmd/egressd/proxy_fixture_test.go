@@ -68,6 +68,9 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	apiSrv := f.ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.api.add(r)
 		v := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if advEcho(w, r, v) {
+			return
+		}
 		io.WriteString(w, "echo "+v+" "+base64.StdEncoding.EncodeToString([]byte(v)))
 	}), "api.test")
 	otherSrv := f.ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

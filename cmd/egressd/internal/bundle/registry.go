@@ -190,3 +190,51 @@ func (r *Registry) Counts() (bundles, credentials int) {
 	}
 	return len(r.bundles), credentials
 }
+
+// ContainsFold reports whether s contains the raw value of any credential
+// held by egressd, for any invocation, ignoring ASCII case (for text whose
+// case was changed on the way, such as canonicalized header names). It
+// compares in place: no copy of a value is made.
+func (r *Registry) ContainsFold(s []byte) bool {
+	r.mu.Lock()
+	bs := make([]*Bundle, 0, len(r.bundles))
+	for _, b := range r.bundles {
+		bs = append(bs, b)
+	}
+	r.mu.Unlock()
+	found := false
+	for _, b := range bs {
+		_ = b.Use(func(creds []*Credential) error {
+			for _, c := range creds {
+				if v := c.Value(); len(v) > 0 && indexFold(s, v) {
+					found = true
+				}
+			}
+			return nil
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// indexFold reports whether needle occurs in hay, ignoring ASCII case.
+func indexFold(hay, needle []byte) bool {
+	lower := func(c byte) byte {
+		if 'A' <= c && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		j := 0
+		for j < len(needle) && lower(hay[i+j]) == lower(needle[j]) {
+			j++
+		}
+		if j == len(needle) {
+			return true
+		}
+	}
+	return false
+}

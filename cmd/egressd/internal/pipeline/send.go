@@ -126,7 +126,7 @@ var hopByHopSet = func() map[string]bool {
 // egressd's reserved X-Hostkit-* headers, and scrubs every held value (raw,
 // percent-encoded, base64, hex) from header values and the body.
 func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
-	body, err := p.decode(resp.Header.Get("Content-Encoding"), body)
+	body, err := p.decode(resp.Header.Values("Content-Encoding"), body)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	names := make([]string, 0, len(h))
 	n := 0
 	for k, vs := range h {
-		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) {
+		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) && !p.heldInName(k) {
 			names = append(names, k)
 			n += len(vs)
 		}
@@ -160,8 +160,36 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	return out, nil
 }
 
-func (p *Pipeline) decode(enc string, body []byte) ([]byte, error) {
-	switch strings.ToLower(strings.TrimSpace(enc)) {
+// heldInName reports whether a response header name carries a held value:
+// raw in any letter case (names arrive canonicalized), or an encoding the
+// scrubber knows in lower or upper case. Such a header is dropped, since a
+// name cannot be scrubbed in place.
+func (p *Pipeline) heldInName(k string) bool {
+	sc := p.cfg.Registry.Scrubber()
+	return p.cfg.Registry.ContainsFold([]byte(k)) || sc.Contains([]byte(k)) ||
+		sc.Contains([]byte(strings.ToLower(k))) || sc.Contains([]byte(strings.ToUpper(k)))
+}
+
+// decode undoes the response's content codings: every Content-Encoding
+// line and every comma-separated coding counts (not only the first line),
+// "identity" is no coding, and only a single gzip is decoded.
+func (p *Pipeline) decode(lines []string, body []byte) ([]byte, error) {
+	var codings []string
+	for _, l := range lines {
+		for c := range strings.SplitSeq(l, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	if len(codings) > 1 {
+		return nil, wire.Errorf(egressdapi.CodeResponseUndecodable, "response content coding cannot be scanned")
+	}
+	enc := ""
+	if len(codings) == 1 {
+		enc = codings[0]
+	}
+	switch enc {
 	case "", "identity":
 		return body, nil
 	case "gzip", "x-gzip":

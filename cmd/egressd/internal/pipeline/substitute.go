@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"strings"
+
 	"golang.org/x/net/http/httpguts"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -111,7 +113,9 @@ func removePlacement(rec *request.Record, c *bundle.Credential) bool {
 // registered invocation.
 func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
 	known := func(s string) bool {
-		for _, ph := range bundle.FindPlaceholders([]byte(s)) {
+		// Placeholders are lowercase; a case-changed copy (a canonicalized
+		// header name, an upper-cased value) is still that placeholder.
+		for _, ph := range bundle.FindPlaceholders([]byte(strings.ToLower(s))) {
 			if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
 				return true
 			}
