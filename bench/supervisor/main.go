@@ -43,7 +43,10 @@ func run() error {
 	mib := flag.Int("mib", 100, "PTY throughput: MiB cat'ed")
 	disk := flag.String("disk", "/var/tmp", "directory on the disk for the first root")
 	tmpfs := flag.String("tmpfs", "/dev/shm", "directory on tmpfs for the second root (\"\" skips)")
+	prebuilt := flag.String("exe", "", "use this supervisord binary instead of building one (e.g. for perf)")
+	sections := flag.String("sections", "psar", "what to run: p provision latency, s stop latency, a attach throughput, r holder RSS")
 	flag.Parse()
+	on := func(c string) bool { return strings.Contains(*sections, c) }
 
 	bin, err := os.MkdirTemp("", "hkbench")
 	if err != nil {
@@ -51,16 +54,20 @@ func run() error {
 	}
 	defer os.RemoveAll(bin)
 	os.Chmod(bin, 0o755)
-	build := exec.Command("go", "build", "-o", bin+"/supervisord", ".")
-	build.Dir, build.Env = "../../cmd/supervisord", append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build supervisord: %v\n%s", err, out)
-	}
 	exe := filepath.Join(bin, "supervisord")
+	if *prebuilt != "" {
+		exe = *prebuilt
+	} else {
+		build := exec.Command("go", "build", "-o", exe, ".")
+		build.Dir, build.Env = "../../cmd/supervisord", append(os.Environ(), "GOWORK=off")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build supervisord: %v\n%s", err, out)
+		}
+	}
 	var rows []row
 
 	for _, where := range []struct{ name, dir string }{{"disk", *disk}, {"tmpfs", *tmpfs}} {
-		if where.dir == "" {
+		if where.dir == "" || !on("p") {
 			continue
 		}
 		d, err := startDaemon(exe, where.dir)
@@ -82,30 +89,36 @@ func run() error {
 		return err
 	}
 	defer d.stop()
-	sp50, smax, err := stopLatency(d, *stops)
-	if err != nil {
-		return err
+	if on("s") && *stops > 0 {
+		sp50, smax, err := stopLatency(d, *stops)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{"stop, 50-process tree p50", ms(sp50), "", ""}, row{"stop, 50-process tree max", ms(smax), "", ""})
 	}
-	rows = append(rows, row{"stop, 50-process tree p50", ms(sp50), "", ""}, row{"stop, 50-process tree max", ms(smax), "", ""})
 
-	attach, direct, err := ptyThroughput(d, *mib)
-	if err != nil {
-		return err
+	if on("a") {
+		attach, direct, err := ptyThroughput(d, *mib)
+		if err != nil {
+			return err
+		}
+		dropped := attach < 0
+		if dropped {
+			attach = 0
+		}
+		rows = append(rows,
+			row{fmt.Sprintf("PTY read directly (cat %d MiB)", *mib), mbps(direct), "", ""},
+			row{fmt.Sprintf("PTY through attach (cat %d MiB)", *mib), mbps(attach), "≥ 0.8× direct", verdict(attach >= 0.8*direct)},
+			row{"attach / direct", fmt.Sprintf("%.2f×", attach/direct), "", map[bool]string{true: "client dropped (stream.slow_client)"}[dropped]})
 	}
-	dropped := attach < 0
-	if dropped {
-		attach = 0
-	}
-	rows = append(rows,
-		row{fmt.Sprintf("PTY read directly (cat %d MiB)", *mib), mbps(direct), "", ""},
-		row{fmt.Sprintf("PTY through attach (cat %d MiB)", *mib), mbps(attach), "≥ 0.8× direct", verdict(attach >= 0.8*direct)},
-		row{"attach / direct", fmt.Sprintf("%.2f×", attach/direct), "", map[bool]string{true: "client dropped (stream.slow_client)"}[dropped]})
 
-	rss, err := idleRSS(d)
-	if err != nil {
-		return err
+	if on("r") {
+		rss, err := idleRSS(d)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{"idle holder RSS", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)), "≤ 8 MiB", verdict(rss <= 8<<20)})
 	}
-	rows = append(rows, row{"idle holder RSS", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)), "≤ 8 MiB", verdict(rss <= 8<<20)})
 
 	fmt.Printf("\n| measurement | value | target | |\n|---|---|---|---|\n")
 	for _, r := range rows {
@@ -248,19 +261,8 @@ func idleRSS(d *daemon) (int64, error) {
 	}
 	defer d.c.Destroy(ctx, in.InstanceID)
 	time.Sleep(time.Second)
-	b, err := os.ReadFile(filepath.Join(d.root, "state/supervisord/instances", in.InstanceID, "metadata.json"))
-	if err != nil {
-		return 0, err
-	}
-	var md struct {
-		Holder struct {
-			PID int `json:"pid"`
-		} `json:"holder"`
-	}
-	if err := json.Unmarshal(b, &md); err != nil {
-		return 0, err
-	}
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", md.Holder.PID))
+	pid := holderPID(d, in.InstanceID)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -270,7 +272,20 @@ func idleRSS(d *daemon) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for holder %d", md.Holder.PID)
+	return 0, fmt.Errorf("no VmRSS for holder %d", pid)
+}
+
+// holderPID is instance id's holder pid from its metadata.json (0 when
+// unreadable).
+func holderPID(d *daemon, id string) int {
+	b, _ := os.ReadFile(filepath.Join(d.root, "state/supervisord/instances", id, "metadata.json"))
+	var md struct {
+		Holder struct {
+			PID int `json:"pid"`
+		} `json:"holder"`
+	}
+	_ = json.Unmarshal(b, &md)
+	return md.Holder.PID
 }
 
 func pct(d []time.Duration, p int) time.Duration {

@@ -292,7 +292,9 @@ func (h *holder) writeRecord() store.HolderRecord {
 	rec.Holder, _ = proc.Identify(os.Getpid())
 	rec.Agent, _ = proc.Identify(leader)
 	rec.Agent.PID = leader
-	if err := store.WriteJSON(h.cfg.Dir+"/"+store.FileHolder, rec); err != nil {
+	// Atomic, not durable: the record only matters while the host (and so
+	// the agent) lives (docs/supervisord.md, "Durability").
+	if err := store.WriteJSONAtomic(h.cfg.Dir+"/"+store.FileHolder, rec); err != nil {
 		h.log.Error("holder.record", slog.Any("err", err))
 	}
 	return rec
@@ -331,7 +333,9 @@ func (h *holder) drain(r *os.File, done chan struct{}) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			h.hub.write(buf[:n])
+			if h.hub.write(buf[:n]) {
+				time.Sleep(paceStep) // a client lags: let the relay run (bounded)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, unix.EIO) && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {

@@ -5,6 +5,7 @@ package holder
 import (
 	"context"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/creack/pty"
@@ -106,9 +107,23 @@ func (h *holder) input(b []byte) {
 func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
 	snap, cl := h.hub.subscribe()
 	defer h.hub.unsubscribe(cl)
+	// Data frames are written pre-encoded (AppendDataFrame) into one
+	// reused buffer; wmu keeps them and st.Send's frames whole.
+	var wmu sync.Mutex
+	var fbuf []byte
 	send := func(f *wire.StreamFrame) error {
+		wmu.Lock()
+		defer wmu.Unlock()
 		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
 		return st.Send(f)
+	}
+	sendData := func(b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		fbuf = AppendDataFrame(fbuf[:0], b)
+		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
+		_, err := st.Conn().Write(fbuf)
+		return err
 	}
 	recvDone := make(chan error, 1)
 	go func() {
@@ -148,7 +163,7 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 			if !ok {
 				return h.sendExit(ctx, send)
 			}
-			if err := send(&wire.StreamFrame{T: wire.StreamData, B: h.hub.take(cl, b)}); err != nil {
+			if err := sendData(h.hub.take(cl, b)); err != nil {
 				return nil
 			}
 		case <-cl.dropped:

@@ -10,6 +10,7 @@ import (
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
 // OpenAttach accepts an attach: it opens the holder's attach stream, kept
@@ -20,19 +21,38 @@ func (m *Manager) OpenAttach(ctx context.Context, call *rpc.Call, req *api.Attac
 	if err != nil {
 		return nil, err
 	}
-	if terminal(md.State) {
+	if terminal(md.State) || m.ended(ctx, md, false) {
 		return nil, wire.Errorf(api.CodeInstanceExited, "instance %s has ended", md.ID)
 	}
 	c := m.holderClient(md.ID, holderTimeout)
 	hs, err := c.OpenStream(ctx, holder.OpAttach, &holder.AttachRequest{Rows: req.Rows, Cols: req.Cols}, nil)
 	if err != nil {
 		if !m.holderAlive(md.ID) {
+			if m.ended(ctx, md, true) {
+				return nil, wire.Errorf(api.CodeInstanceExited, "instance %s has ended", md.ID)
+			}
 			return nil, wire.Errorf(api.CodeInstanceNotRunning, "instance %s is not running", md.ID)
 		}
 		return nil, err
 	}
 	m.streams.Store(string(call.ID), hs)
 	return &api.AttachResponse{State: md.State}, nil
+}
+
+// ended reports whether md's tree has ended although metadata.json does
+// not say so yet: the holder reports a terminal state while it serves its
+// last clients the exit frame, or (holderGone) the holder has just ended
+// and a reconcile records its exit.json.
+func (m *Manager) ended(ctx context.Context, md *store.Metadata, holderGone bool) bool {
+	if !holderGone {
+		s, err := m.holderStatus(ctx, md.ID)
+		return err == nil && terminal(s.State)
+	}
+	if unlock, ok := m.tryLock(md.ID); ok {
+		defer unlock()
+		m.reconcile(ctx, md)
+	}
+	return terminal(md.State)
 }
 
 // AttachStream relays frames between the client and the holder until
@@ -51,14 +71,23 @@ func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stre
 	go func() { // holder → client
 		defer wg.Done()
 		defer closeBoth()
+		var fbuf []byte // data frames: re-encoded once, without a payload copy
 		for {
-			f, err := hs.Recv()
+			f, err := hs.Recv() // validates the frame
 			if err != nil {
 				st.Conn().SetWriteDeadline(time.Now().Add(time.Second))
 				_ = st.Send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeInstanceNotRunning, Msg: "the holder ended the stream"})
 				return
 			}
 			st.Conn().SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if f.T == wire.StreamData && len(f.B) > 0 {
+				// Only this goroutine writes to st while the relay runs.
+				fbuf = holder.AppendDataFrame(fbuf[:0], f.B)
+				if _, err := st.Conn().Write(fbuf); err != nil {
+					return
+				}
+				continue
+			}
 			if err := st.Send(f); err != nil || f.Ends() {
 				return
 			}

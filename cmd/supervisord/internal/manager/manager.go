@@ -42,6 +42,8 @@ type Manager struct {
 	uids    map[string]int // instance → agent uid, guarded by uidMu
 	streams sync.Map       // call id → holder stream opened by the attach handler
 	lost    lostSeen       // instances whose credentials_lost event was logged
+
+	uidsLoaded bool // the instances on disk were read into uids; guarded by uidMu
 }
 
 // New returns a manager; it creates the instances directory.

@@ -66,6 +66,12 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 		os.RemoveAll(m.st.Dir(id))
 		return nil, err
 	}
+	if !req.Start {
+		if err := m.syncRecord(id); err != nil {
+			os.RemoveAll(m.st.Dir(id))
+			return nil, err
+		}
+	}
 	if req.Start {
 		if err := m.spawn(ctx, md); err != nil {
 			m.releaseEgress(ctx, md)
@@ -80,8 +86,9 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 	return m.view(md, nil), nil
 }
 
-// create writes agent.env and metadata.json of a new instance directory;
-// grant's variables (egress) override the request's env.
+// create writes agent.env and metadata.json of a new instance directory,
+// atomically but not yet durably (spawn, or Provision without start, calls
+// store.Sync); grant's variables (egress) override the request's env.
 func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress.Grant) (*store.Metadata, error) {
 	uid := -1
 	if m.root {
@@ -100,7 +107,7 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 	if err != nil {
 		return &store.Metadata{ID: id, Egress: egr}, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
 	}
-	if err := store.WriteFile(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
+	if err := store.WriteFileAtomic(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
 		return &store.Metadata{ID: id, Egress: egr}, err
 	}
 	now := time.Now().UnixMilli()
@@ -119,7 +126,16 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 	if err := m.backendSpec(md); err != nil {
 		return md, err
 	}
-	return md, m.st.Save(md)
+	return md, m.st.SaveAtomic(md)
+}
+
+// syncRecord makes instance id's record durable: agent.env, metadata.json,
+// the instance directory and its entry in the instances directory.
+func (m *Manager) syncRecord(id string) error {
+	if err := store.Sync(m.st.Dir(id), store.FileAgentEnv, store.FileMetadata); err != nil {
+		return err
+	}
+	return store.Sync(m.st.Root)
 }
 
 // agentEnv is the exact environment the agent gets (agent.env).
@@ -156,18 +172,27 @@ func (m *Manager) agentEnv(id string, req *api.ProvisionRequest) map[string]stri
 }
 
 // allocUID picks the lowest agent uid in the range that no instance
-// holds (on disk, or reserved in memory by a provision under way).
+// holds. The instances on disk are read once (the first allocation); from
+// then on m.uids holds every uid given out, until destroy frees it.
 func (m *Manager) allocUID(id string) (int, error) {
 	m.uidMu.Lock()
 	defer m.uidMu.Unlock()
-	used := map[int]bool{}
-	for _, u := range m.uids {
-		used[u] = true
+	if !m.uidsLoaded {
+		ids, _ := m.st.IDs()
+		for _, other := range ids {
+			if _, ok := m.uids[other]; ok || other == id {
+				continue
+			}
+			if md, err := m.st.Load(other); err == nil {
+				m.uids[other] = md.Spec.AgentUID
+			}
+		}
+		m.uidsLoaded = true
 	}
-	ids, _ := m.st.IDs()
-	for _, other := range ids {
-		if md, err := m.st.Load(other); err == nil && other != id {
-			used[md.Spec.AgentUID] = true
+	used := map[int]bool{}
+	for other, u := range m.uids {
+		if other != id {
+			used[u] = true
 		}
 	}
 	for u := m.cfg.UIDMin; u <= m.cfg.UIDMax; u++ {

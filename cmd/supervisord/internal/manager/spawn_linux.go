@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"syscall"
@@ -24,11 +25,16 @@ const spawnTimeout = 15 * time.Second
 
 // spawn writes the intent record, starts the holder in a session of its
 // own (so it outlives supervisord) and waits for its ready line on fd 3.
-// The caller holds the instance lock.
+// While the holder starts, the instance record (agent.env, metadata.json)
+// is made durable; the intent record and the post-spawn metadata are only
+// atomic (docs/supervisord.md, "Durability"). The caller holds the
+// instance lock.
 func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	id := md.ID
+	synced := make(chan error, 1)
+	go func() { synced <- m.syncRecord(id) }()
 	nonce := newNonce()
-	if err := store.WriteJSON(m.st.Path(id, store.FileIntent), store.Intent{Nonce: nonce, CreatedAt: time.Now().UnixMilli()}); err != nil {
+	if err := store.WriteJSONAtomic(m.st.Path(id, store.FileIntent), store.Intent{Nonce: nonce, CreatedAt: time.Now().UnixMilli()}); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(m.cfg.HolderDir, 0o700); err != nil {
@@ -91,7 +97,12 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	md.Holder, md.Agent, md.PGID, md.StartedAt = rec.Holder, rec.Agent, rec.PGID, rec.StartedAt
 	md.State = api.StateRunning
 	md.UpdatedAt = time.Now().UnixMilli()
-	return m.st.Save(md)
+	if err := <-synced; err != nil {
+		// The agent runs; only its record's survival of a host crash is
+		// in doubt. Not a reason to report a running instance as failed.
+		m.cfg.Logger.Error("instance.sync", slog.String("instance", id), slog.Any("err", err))
+	}
+	return m.st.SaveAtomic(md)
 }
 
 var errNoHolder = errors.New("manager: holder is not running")

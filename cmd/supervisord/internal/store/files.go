@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// WriteJSON writes v to path atomically (temp file 0600 in the same
-// directory, fsync, rename, fsync of the directory).
+// WriteJSON writes v to path atomically and durably (temp file 0600 in
+// the same directory, fsync, rename, fsync of the directory).
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -20,9 +20,56 @@ func WriteJSON(path string, v any) error {
 	return WriteFile(path, append(b, '\n'), 0o600)
 }
 
-// WriteFile writes data to path atomically with mode perm (set
-// explicitly, whatever the umask).
+// WriteJSONAtomic writes v to path atomically (temp file 0600, rename)
+// without fsync: every process sees the old or the new file, also after a
+// crash of any process, but a host crash may lose it (docs/supervisord.md,
+// "Durability"). Use it only for records that die with the host anyway,
+// or call Sync before relying on it.
+func WriteJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(path, append(b, '\n'), 0o600, false)
+}
+
+// WriteFile writes data to path atomically and durably with mode perm
+// (set explicitly, whatever the umask).
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// WriteFileAtomic is WriteFile without fsync; Sync makes it durable.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+// Sync makes files written with WriteFileAtomic or WriteJSONAtomic, and
+// their names in dir, durable: fsync of each file, then of dir.
+func Sync(dir string, names ...string) error {
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			return fmt.Errorf("store.Sync: %w", err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("store.Sync: %w", err)
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store.Sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("store.Sync: %w", err)
+	}
+	return nil
+}
+
+func writeFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -42,8 +89,10 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if durable {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
@@ -52,6 +101,9 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()

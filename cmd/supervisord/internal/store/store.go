@@ -174,8 +174,15 @@ func (s Store) Load(id string) (*Metadata, error) {
 	return &m, nil
 }
 
-// Save writes metadata.json atomically.
+// Save writes metadata.json atomically and durably.
 func (s Store) Save(m *Metadata) error {
 	m.SchemaVersion = SchemaVersion
 	return WriteJSON(s.Path(m.ID, FileMetadata), m)
+}
+
+// SaveAtomic writes metadata.json atomically without fsync (see
+// WriteJSONAtomic); Sync makes it durable.
+func (s Store) SaveAtomic(m *Metadata) error {
+	m.SchemaVersion = SchemaVersion
+	return WriteJSONAtomic(s.Path(m.ID, FileMetadata), m)
 }
