@@ -1,9 +1,7 @@
 package audit
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -311,22 +309,9 @@ func (l *Log) encode(r Record) ([]byte, error) {
 	return marshalLine(r)
 }
 
-// marshalLine encodes r as one JSON line without HTML escaping.
-func marshalLine(r Record) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return nil, wire.Wrap(CodeInvalid, "record does not encode as JSON", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
-
 // write appends line and a newline in one write and syncs per policy.
 func (l *Log) write(line []byte) error {
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
-	n, err := l.f.Write(buf)
+	n, err := l.f.Write(append(line, '\n')) // line's spare capacity usually holds the newline
 	l.size += int64(n)
 	return err // FsyncAlways syncs in Append, outside the lock (syncTo)
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -127,8 +128,21 @@ func (s *Server) readFrame(sc *srvConn) ([]byte, error) {
 			return nil, err
 		}
 	}
-	sc.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	if !frameBuffered(sc.br) { // else no read(2) follows: no deadline to set
+		sc.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	}
 	return readFrame(sc.br, s.cfg.MaxFrame)
+}
+
+// frameBuffered reports whether br already holds a whole frame, header and
+// payload, so reading it makes no read(2).
+func frameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < 4 {
+		return false
+	}
+	hdr, _ := br.Peek(4)
+	return uint64(binary.BigEndian.Uint32(hdr)) <= uint64(n-4)
 }
 
 // protocolError answers once with the error, logs it once and audits it.
@@ -214,8 +228,8 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 		}
 		return s.writeResponse(c, &wire.Response{ID: req.ID, Err: errBody(we)}) == nil
 	}
-	rctx, cancel := context.WithDeadline(WithCorr(hctx, req.Corr), call.Deadline)
-	defer cancel()
+	rctx := newReqCtx(WithCorr(hctx, req.Corr), call.Deadline)
+	defer rctx.stop()
 	body, werr := s.run(rctx, c, op, call)
 	resp := &wire.Response{ID: req.ID, OK: werr == nil, Body: body}
 	if werr != nil {

@@ -18,6 +18,9 @@ func Marshal(v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
+	if b, handled, err := marshalFast(v); handled {
+		return b, err
+	}
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer bufPool.Put(buf)
 	buf.Reset()
@@ -73,6 +76,9 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func Unmarshal(body []byte, v any, strict bool) error {
 	if len(body) == 0 {
 		return nil
+	}
+	if handled, err := unmarshalFast(body, v, strict); handled {
+		return err
 	}
 	if err := Conform(body, v, strict); err != nil {
 		return err

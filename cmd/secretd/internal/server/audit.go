@@ -120,7 +120,17 @@ func (s *Server) record(ctx context.Context, ev Event) {
 	if s.audit != nil {
 		s.audit(ctx, ev)
 	}
-	attrs := []any{slog.String("outcome", ev.Outcome), slog.Uint64("peer_uid", uint64(ev.Peer.UID)), slog.Int64("peer_pid", int64(ev.Peer.PID))}
+	level := slog.LevelInfo
+	if ev.Outcome == OutcomeError {
+		level = slog.LevelError
+	} else if ev.Outcome != OutcomeOK {
+		level = slog.LevelWarn
+	}
+	if !s.log.Enabled(ctx, level) {
+		return // the line would be dropped: build none of it
+	}
+	attrs := make([]slog.Attr, 0, 5+len(ev.Fields))
+	attrs = append(attrs, slog.String("outcome", ev.Outcome), slog.Uint64("peer_uid", uint64(ev.Peer.UID)), slog.Int64("peer_pid", int64(ev.Peer.PID)))
 	if ev.Code != "" {
 		attrs = append(attrs, slog.String("code", ev.Code))
 	}
@@ -135,13 +145,7 @@ func (s *Server) record(ctx context.Context, ev Event) {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, ev.Fields[k]))
 	}
-	level := slog.LevelInfo
-	if ev.Outcome == OutcomeError {
-		level = slog.LevelError
-	} else if ev.Outcome != OutcomeOK {
-		level = slog.LevelWarn
-	}
-	s.log.Log(ctx, level, ev.Op, attrs...)
+	s.log.LogAttrs(ctx, level, ev.Op, attrs...)
 }
 
 // FlushFloods writes the summaries of finished flood windows (all when

@@ -9,9 +9,8 @@ import (
 // BenchmarkStageConsume measures one stage+consume pair over a real
 // socket against an in-process server (audit to memory).
 func BenchmarkStageConsume(b *testing.B) {
-	t := &testing.T{}
-	h := start(t, allRoles())
-	h.put(t, "bench", []string{"https://api.example.com"})
+	h := start(b, allRoles())
+	h.put(b, "bench", []string{"https://api.example.com"})
 	b.ReportAllocs()
 	for b.Loop() {
 		st, err := h.api.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: "bench", Invocation: "inv"})

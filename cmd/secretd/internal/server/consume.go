@@ -47,6 +47,19 @@ func newValueOut(b *secmem.Buf) *valueOut {
 	return v
 }
 
+// AppendCanonical implements wire.CanonicalAppender (the path
+// wire.Marshal takes): the value is appended as bin straight from its
+// buffer, which is then freed.
+func (v *valueOut) AppendCanonical(b []byte) ([]byte, error) {
+	if p := v.buf.Bytes(); p != nil {
+		b = wire.AppendBin(b, p)
+	} else {
+		b = append(b, 0xc0) // nil, as EncodeMsgpack writes it: Marshal refuses it
+	}
+	v.buf.Free()
+	return b, nil
+}
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (v *valueOut) EncodeMsgpack(enc *msgpack.Encoder) error {
 	err := enc.EncodeBytes(v.buf.Bytes())

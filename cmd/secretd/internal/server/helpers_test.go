@@ -57,7 +57,7 @@ func allRoles() rpc.Roles {
 	return rpc.Roles{secretdapi.RoleAdmin: {self}, secretdapi.RoleStager: {self}, secretdapi.RoleConsumer: {self}}
 }
 
-func start(t *testing.T, roles rpc.Roles) *harness {
+func start(t testing.TB, roles rpc.Roles) *harness {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "hk")
 	if err != nil {
@@ -112,7 +112,7 @@ func (h *harness) auditLog() []Event {
 }
 
 // put stores a credential with the canary value.
-func (h *harness) put(t *testing.T, name string, dests []string, targets ...secretdapi.TargetSpec) {
+func (h *harness) put(t testing.TB, name string, dests []string, targets ...secretdapi.TargetSpec) {
 	t.Helper()
 	if len(targets) == 0 {
 		targets = []secretdapi.TargetSpec{{Target: "header:Authorization", Template: "Bearer {}"}}
