@@ -30,6 +30,7 @@ type conn struct {
 	via    string
 	actor  audit.Actor
 	tunnel *tunnel
+	fields map[string]any // the audit fields of every request on c (read-only once built)
 }
 
 // tunnel is what an intercepted connection is bound to: its CONNECT
@@ -109,11 +110,14 @@ func (c *conn) handle(req *http.Request) bool {
 		c.rejectErr(b, req, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", c.s.cfg.MaxBody), true)
 		return false
 	}
-	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
-		Bundle: b, Substitute: true, Fields: map[string]any{"via": c.via}}
-	if c.tunnel != nil {
-		in.Fields["tunnel"] = c.tunnel.authority()
+	if c.fields == nil { // c.tunnel is set before c serves and does not change
+		c.fields = map[string]any{"via": c.via}
+		if c.tunnel != nil {
+			c.fields["tunnel"] = c.tunnel.authority()
+		}
 	}
+	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
+		Bundle: b, Substitute: true, Fields: c.fields} // the pipeline copies Fields, never writes them
 	n := 0
 	for _, vs := range req.Header {
 		n += len(vs)
