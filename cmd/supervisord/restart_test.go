@@ -63,7 +63,11 @@ func TestPIDReuseIsNotSignalled(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// An unrelated process takes the pid (simulated: the record is
-	// pointed at it, keeping the old start time).
+	// pointed at it, keeping the old start time). A real reuse comes only
+	// after the pid space wraps, long after the agent started; start times
+	// are in clock ticks (10 ms), so make sure they differ, as a reused
+	// pid's always would.
+	time.Sleep(50 * time.Millisecond)
 	other := exec.Command("sleep", "1000")
 	is.NoErr(other.Start())
 	defer func() { other.Process.Kill(); other.Wait() }()
