@@ -223,6 +223,18 @@ func report(rs []result, conc, size int) {
 			r.p99.Round(time.Microsecond), ratio(r.p50, direct.p50), ratio(r.p50, rp.p50))
 	}
 	fmt.Println("\ntargets: egressd p50 <= 3x direct, and within 1.3x of the bare reverse proxy")
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "FAIL"
+	}
+	for _, r := range rs[2:] {
+		fmt.Printf("%s: p50 <= 3x direct: %s (%.2fx); within 1.3x of the reverse proxy: %s (%.2fx)\n", r.name,
+			verdict(ratio(r.p50, direct.p50) <= 3), ratio(r.p50, direct.p50),
+			verdict(ratio(r.p50, rp.p50) <= 1.3), ratio(r.p50, rp.p50))
+	}
+	fmt.Printf("(the bare reverse proxy alone is %.2fx direct here: a second hop on this machine starts there)\n", ratio(rp.p50, direct.p50))
 }
 
 func ratio(a, b time.Duration) float64 {
