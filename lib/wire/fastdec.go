@@ -4,7 +4,6 @@ import (
 	"encoding"
 	"reflect"
 	"strings"
-	"sync"
 )
 
 // A decPlan is a type's compiled decoding table: what Conform checks and
@@ -27,39 +26,17 @@ type decField struct {
 }
 
 var (
-	planCache           sync.Map // reflect.Type -> *decPlan, or nil for no plan
-	planMu              sync.Mutex
 	binUnmarshalerType  = reflect.TypeOf((*encoding.BinaryUnmarshaler)(nil)).Elem()
 	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 )
 
 // planFor returns t's plan, or nil when t must take the general path.
-func planFor(t reflect.Type) *decPlan {
-	if p, ok := planCache.Load(t); ok {
-		return p.(*decPlan)
-	}
-	planMu.Lock()
-	defer planMu.Unlock()
-	building := map[reflect.Type]*decPlan{}
-	p := buildPlan(t, building)
-	if p != nil {
-		for bt, bp := range building {
-			planCache.Store(bt, bp)
-		}
-	}
-	planCache.Store(t, p)
-	return p
-}
+func planFor(t reflect.Type) *decPlan { return decPlans.get(t) }
 
 // customDecoded reports whether msgpack would decode t (or *t) with a
 // method rather than by its kind.
 func customDecoded(t reflect.Type) bool {
-	for _, it := range []reflect.Type{customDecType, unmarshalType, binUnmarshalerType, textUnmarshalerType} {
-		if t.Implements(it) || reflect.PointerTo(t).Implements(it) {
-			return true
-		}
-	}
-	return false
+	return implementsAny(t, customDecType, unmarshalType, binUnmarshalerType, textUnmarshalerType)
 }
 
 func buildPlan(t reflect.Type, building map[reflect.Type]*decPlan) *decPlan {
@@ -275,3 +252,6 @@ func unmarshalFast(body []byte, v any, strict bool) (handled bool, err error) {
 	}
 	return true, nil
 }
+
+// decPlans caches compiled decoders per type.
+var decPlans = &planCache[decPlan]{build: buildPlan}

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -44,9 +43,6 @@ type encField struct {
 }
 
 var (
-	encCache sync.Map // reflect.Type -> *encPlan, or nil for no plan
-	encMu    sync.Mutex
-
 	appenderType      = reflect.TypeOf((*CanonicalAppender)(nil)).Elem()
 	customEncType     = reflect.TypeOf((*msgpack.CustomEncoder)(nil)).Elem()
 	marshalerType     = reflect.TypeOf((*msgpack.Marshaler)(nil)).Elem()
@@ -71,32 +67,12 @@ func appendStringMap(b []byte, m map[string]string) []byte {
 	return b
 }
 
-func encPlanFor(t reflect.Type) *encPlan {
-	if p, ok := encCache.Load(t); ok {
-		return p.(*encPlan)
-	}
-	encMu.Lock()
-	defer encMu.Unlock()
-	building := map[reflect.Type]*encPlan{}
-	p := buildEncPlan(t, building)
-	if p != nil {
-		for bt, bp := range building {
-			encCache.Store(bt, bp)
-		}
-	}
-	encCache.Store(t, p)
-	return p
-}
+func encPlanFor(t reflect.Type) *encPlan { return encPlans.get(t) }
 
 // customEncoded reports whether msgpack would encode t with a method (or
 // test it for emptiness with one).
 func customEncoded(t reflect.Type) bool {
-	for _, it := range []reflect.Type{customEncType, marshalerType, binMarshalerType, textMarshalerType, zeroerType} {
-		if t.Implements(it) || reflect.PointerTo(t).Implements(it) {
-			return true
-		}
-	}
-	return false
+	return implementsAny(t, customEncType, marshalerType, binMarshalerType, textMarshalerType, zeroerType)
 }
 
 func buildEncPlan(t reflect.Type, building map[reflect.Type]*encPlan) *encPlan {
@@ -295,3 +271,6 @@ func marshalFast(v any) (b []byte, handled bool, err error) {
 	p.hint.Store(int64(len(b)))
 	return b, true, nil
 }
+
+// encPlans caches compiled encoders per type.
+var encPlans = &planCache[encPlan]{build: buildEncPlan}
