@@ -94,6 +94,10 @@ type srvConn struct {
 	wbuf []byte
 	idle *atomic.Bool // set while waiting for a request
 	lg   *slog.Logger
+	// authed and authErr cache Config.Authenticate's verdict for this
+	// connection: the peer is checked once, at its first request.
+	authed  bool
+	authErr error
 }
 
 // log returns the connection's logger, with the daemon and peer fields.
@@ -261,6 +265,20 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 	return false
 }
 
+// authError turns an Authenticate failure into the error the peer gets:
+// a *wire.Error keeps its code, anything else becomes peer.denied with a
+// generic message (the reason stays in the daemon's own records).
+func authError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	return wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
+}
+
 // admit applies the checks every request passes before its handler, in
 // this order: peer holds a role here, op known, peer holds the op's role,
 // deadline in (now, now+MaxDeadline], id not replayed, idempotency key
@@ -268,6 +286,14 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 func (s *Server) admit(c *srvConn, req *wire.Request) (*Op, *Call, error) {
 	if !s.cfg.Roles.Any(c.Peer.UID) {
 		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
+	}
+	if s.cfg.Authenticate != nil {
+		if !c.authed {
+			c.authed, c.authErr = true, authError(s.cfg.Authenticate(c.Peer))
+		}
+		if c.authErr != nil {
+			return nil, nil, c.authErr
+		}
 	}
 	op, ok := s.ops[req.Op]
 	if !ok {

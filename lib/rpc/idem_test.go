@@ -1,8 +1,11 @@
 package rpc
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +155,35 @@ func TestPeerDenied(t *testing.T) {
 		}
 		is.Equal(evs[0].Op, "health")
 		is.Equal(h.counter.Load(), int64(0))
+	})
+	t.Run("authenticate refuses once per connection", func(t *testing.T) {
+		t.Parallel()
+		is := is.New(t)
+		var calls atomic.Int64
+		h := start(t, options{cfg: func(c *Config) {
+			c.Authenticate = func(p sock.Peer) error {
+				calls.Add(1)
+				if p.PID <= 0 {
+					return wire.Errorf(wire.CodeInternal, "no pid")
+				}
+				return errors.New("executable not on the allowlist")
+			}
+		}})
+		for range 3 {
+			err := h.client.Call(t.Context(), "test.echo", nil, nil)
+			asWire(t, err, wire.CodePeerDenied)
+			is.True(!strings.Contains(err.Error(), "allowlist")) // the reason stays local
+		}
+		is.Equal(h.counter.Load(), int64(0))
+		is.True(calls.Load() >= 1 && calls.Load() <= 3) // once per connection
+	})
+	t.Run("authenticate allows", func(t *testing.T) {
+		t.Parallel()
+		is := is.New(t)
+		h := start(t, options{cfg: func(c *Config) {
+			c.Authenticate = func(sock.Peer) error { return nil }
+		}})
+		is.NoErr(h.client.Call(t.Context(), "health", nil, nil))
 	})
 	t.Run("role but not the op's", func(t *testing.T) {
 		t.Parallel()

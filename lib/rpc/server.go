@@ -65,6 +65,12 @@ type Config struct {
 	OnIdle      func()                       // idle-shutdown hook
 	Now         func() time.Time             // default time.Now
 	Limits      wire.Limits                  // decoder caps
+	// Authenticate, when set, is a second check after the role check: it
+	// runs once per connection, at its first request, with the peer's
+	// kernel credentials (e.g. the helper's executable-hash allowlist).
+	// A *wire.Error reaches the peer as is; any other error as
+	// peer.denied. Every request on a refused connection is refused.
+	Authenticate func(sock.Peer) error
 }
 
 // Server serves a table of ops over Unix sockets. Create with NewServer.
