@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/matryer/is v1.4.1
 	github.com/peterbourgon/ff/v3 v3.4.0
+	github.com/vmihailenco/msgpack/v5 v5.4.1
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	hostkit.dev/lib v0.0.0
@@ -13,7 +14,6 @@ require (
 require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/oklog/run v1.2.0 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 )
 

@@ -4,6 +4,33 @@
 // the runtime prints (package codec). It is the only code in hostkit that
 // builds a runtime command line.
 //
+// Every command line is `<bin> --root <root> --log <fresh file> --log-format
+// json <verb> ...`, and the procexec policy New builds allows exactly those
+// shapes (the verbs below, kill with seven signals by number, events only
+// for runc); anything else is procexec.unknown before it runs. Two
+// constant /bin/sh scripts wrap the runtime where needed, with every
+// variable part passed as a positional parameter:
+//
+//   - create runs inside scriptConsole, which makes the runtime's stdout
+//     and stderr the container's append-only console log, so the
+//     container inherits that file (never a pipe: `runc create` with pipe
+//     stdio never returns while the container lives; never procexec's
+//     unlinked temporary files). runc's and crun's container init calls
+//     setsid(2), so procexec's kill of the runtime's process group when
+//     the runtime exits does not reach the container (TestContract's
+//     pipe_hang_guard checks both);
+//   - crun 1.8 on a hybrid cgroup host runs inside `unshare --mount
+//     --propagation private -- /bin/sh -c scriptNoCgroupV2`, which
+//     unmounts the cgroup2 mount in that private namespace first (every
+//     verb but state and list, which only read the root).
+//
+// Failures are classified by re-reading state, since every runtime error
+// exits 1; the runtime's last --log message, redacted, is quoted. Delete
+// reaps the container's init when this process adopted it as a child
+// subreaper. crun 1.8 has no events verb: its Stats reads the init's
+// cgroup counters. crun's list has no annotations: they come from the
+// runtime's stored config (see List).
+//
 // References: the OCI runtime spec's lifecycle and state
 // (github.com/opencontainers/runtime-spec, runtime.md), runc(8) and
 // crun(1), containerd's go-runc (argv building, files not pipes).
@@ -13,6 +40,8 @@ import (
 	"context"
 	"syscall"
 	"time"
+
+	"hostkit.dev/cmd/containerization-helper/internal/codec"
 )
 
 // Error codes (stable, append-only; listed in docs/protocol.md).
@@ -22,11 +51,12 @@ const (
 	// private-mount-namespace wrapper); Reason says why.
 	CodeUnavailable = "provider.unavailable"
 	// CodeIncompatible: the runtime's version has no exact codec; never
-	// a guess.
-	CodeIncompatible = "provider.incompatible"
+	// a guess. Defined by package codec, which produces it.
+	CodeIncompatible = codec.CodeIncompatible
 	// CodeDecode: the runtime printed something its codec refuses
-	// (oversize, duplicate key, unknown enum, partial document).
-	CodeDecode = "provider.decode"
+	// (oversize, duplicate key, unknown enum, partial document). Defined
+	// by package codec, which produces it.
+	CodeDecode = codec.CodeDecode
 	// CodeFailed: the runtime failed, and re-reading state did not
 	// classify the failure more precisely.
 	CodeFailed = "provider.failed"
@@ -41,6 +71,41 @@ const (
 	// (start of a running container, delete of a running one without
 	// force).
 	CodeBadState = "container.bad_state"
+	// CodeConfigInvalid: New was given an unknown runtime name or a
+	// malformed Config (relative or nested directories).
+	CodeConfigInvalid = "provider.config_invalid"
+	// CodeInvalidArgument: a CreateSpec path that is not absolute and
+	// clean, a console log that is not a regular file, or a signal the
+	// provider does not send; refused before anything runs.
+	CodeInvalidArgument = "container.invalid_argument"
+)
+
+// Codes lists every code above in sorted order; a test keeps it sorted,
+// unique and listed in docs/protocol.md.
+var Codes = []string{
+	CodeBadState,
+	CodeExists,
+	CodeInvalidArgument,
+	CodeInvalidID,
+	CodeNotFound,
+	CodeConfigInvalid,
+	CodeDecode,
+	CodeFailed,
+	CodeIncompatible,
+	CodeUnavailable,
+}
+
+// Host kinds (Info.HostKind), from the cgroup mounts under /sys/fs/cgroup
+// in /proc/self/mountinfo.
+const (
+	// HostCgroupV1: only cgroup v1 hierarchies.
+	HostCgroupV1 = "cgroup-v1"
+	// HostCgroupHybrid: v1 hierarchies plus a cgroup2 mount (usually
+	// /sys/fs/cgroup/unified); crun 1.8 refuses such a host unless it
+	// runs in a mount namespace without the cgroup2 mount.
+	HostCgroupHybrid = "cgroup-hybrid"
+	// HostCgroupV2: the unified hierarchy mounted at /sys/fs/cgroup.
+	HostCgroupV2 = "cgroup-v2"
 )
 
 // Status is an OCI runtime status (runtime-spec runtime.md "State").

@@ -70,6 +70,15 @@ func shortRoot(t *testing.T) string {
 func startDaemon(t *testing.T, binary, name, root string, args ...string) *daemonProc {
 	t.Helper()
 	p := &daemonProc{stderr: &bytes.Buffer{}, socket: filepath.Join(root, "run", name, "api.sock"), done: make(chan error, 1)}
+	if binary == "containerization-helper" {
+		// The helper also authenticates its peer's executable: this test
+		// binary polls its health, next to the hostctl built beside it.
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"-allow-exe", self, "-allow-exe", filepath.Join(binDir, "hostctl")}, args...)
+	}
 	p.cmd = exec.Command(filepath.Join(binDir, binary), append([]string{"-root", root}, args...)...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"text/tabwriter"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"hostkit.dev/lib/wire"
 )
 
 // writeJSON prints v as indented JSON with a trailing newline.
@@ -33,4 +36,19 @@ func table(w io.Writer, header []string, rows [][]string) error {
 		io.WriteString(tw, "\n")
 	}
 	return tw.Flush()
+}
+
+// writeWireJSON writes a wire body (a struct with msgpack tags) as
+// indented JSON under its wire field names, so `--json` and the socket
+// API name fields alike.
+func writeWireJSON(w io.Writer, v any) error {
+	b, err := wire.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	return writeJSON(w, m)
 }

@@ -89,6 +89,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			leaseCmd(g),
 			egressCmd(g),
 			instanceCmd(g),
+			containerCmd(g),
 			versionCmd(g),
 			auditCmd(g),
 			completionCmd(g),

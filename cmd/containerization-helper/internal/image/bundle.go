@@ -1,0 +1,155 @@
+package image
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/wire"
+)
+
+// maxConfigJSON caps the bundle's config.json (bytes).
+const maxConfigJSON = 4 << 20
+
+// Patch is what Unpack changes in the bundle's config.json (runtime-spec
+// config.md). The zero Patch makes a detached run of the image's own
+// command.
+type Patch struct {
+	// Terminal sets process.terminal. The zero value (false) is right for
+	// detached runs, whose stdio are files; true only when the caller
+	// asks for a PTY (the runtime then needs a console socket).
+	Terminal bool
+	// Args replaces process.args when not nil; it must not be empty.
+	Args []string
+	// Env replaces process.env when not nil: "KEY=value" entries with
+	// unique keys.
+	Env []string
+	// Cwd replaces process.cwd when not ""; it must be absolute.
+	Cwd string
+	// Annotations are set in config.json's annotations, replacing values
+	// with the same key (the helper's ownership annotations).
+	Annotations map[string]string
+	// OwnedPrefix, when not "", removes every annotation the image brought
+	// whose key starts with it before Annotations are added: umoci copies
+	// image labels into annotations, and an image must never be able to
+	// claim ownership.
+	OwnedPrefix string
+}
+
+// validate checks the patch before anything is done. Errors:
+// CodeBundleInvalid.
+func (p *Patch) validate() error {
+	bad := func(msg string) error { return wire.Errorf(CodeBundleInvalid, "%s", msg) }
+	if p.Args != nil && len(p.Args) == 0 {
+		return bad("args, when given, must not be empty")
+	}
+	for _, a := range p.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad("an argument contains NUL")
+		}
+	}
+	seen := map[string]bool{}
+	for _, kv := range p.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || seen[k] || strings.IndexByte(kv, 0) >= 0 {
+			return bad("env entries must be KEY=value with unique keys")
+		}
+		seen[k] = true
+	}
+	if p.Cwd != "" && (!path.IsAbs(p.Cwd) || strings.IndexByte(p.Cwd, 0) >= 0) {
+		return bad("cwd must be absolute")
+	}
+	for k := range p.Annotations {
+		if k == "" {
+			return bad("an annotation key is empty")
+		}
+	}
+	return nil
+}
+
+// patchConfig reads bundle/config.json strictly (unknown fields refused, so
+// nothing is silently dropped when it is written back), applies p, and
+// replaces it atomically with mode 0600. Errors: CodeBundleInvalid.
+func patchConfig(bundle *os.File, p Patch) error {
+	bfd := int(bundle.Fd())
+	f, err := openAt(bfd, "config.json", false, CodeBundleInvalid)
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "the bundle has no usable config.json", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigJSON+1))
+	f.Close()
+	if err != nil || len(b) > maxConfigJSON {
+		return wire.Wrap(CodeBundleInvalid, "config.json is unreadable or too large", err)
+	}
+	var spec specs.Spec
+	if err := decodeStrict(b, &spec, false); err != nil {
+		return wire.Wrap(CodeBundleInvalid, "config.json does not decode", err)
+	}
+	if spec.Process == nil {
+		return wire.Errorf(CodeBundleInvalid, "config.json has no process")
+	}
+	spec.Process.Terminal = p.Terminal
+	if p.Args != nil {
+		spec.Process.Args = append([]string(nil), p.Args...)
+	}
+	if p.Env != nil {
+		spec.Process.Env = append([]string(nil), p.Env...)
+	}
+	if p.Cwd != "" {
+		spec.Process.Cwd = p.Cwd
+	}
+	if p.OwnedPrefix != "" {
+		for k := range spec.Annotations {
+			if strings.HasPrefix(k, p.OwnedPrefix) {
+				delete(spec.Annotations, k)
+			}
+		}
+	}
+	if len(p.Annotations) > 0 && spec.Annotations == nil {
+		spec.Annotations = make(map[string]string, len(p.Annotations))
+	}
+	for k, v := range p.Annotations {
+		spec.Annotations[k] = v
+	}
+	out, err := json.Marshal(&spec)
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "config.json does not encode", err)
+	}
+	return writeAtomicAt(bfd, "config.json", out)
+}
+
+// writeAtomicAt replaces dirfd/name with data: a 0600 temporary file in the
+// same directory, fsync, rename over name, fsync of the directory.
+// Errors: CodeBundleInvalid.
+func writeAtomicAt(dirfd int, name string, data []byte) error {
+	tmp := "." + name + ".tmp-" + randHex(8)
+	f, err := createAt(dirfd, tmp)
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "cannot write "+name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600) // explicit, whatever the umask
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dirfd, tmp, 0)
+		return wire.Wrap(CodeBundleInvalid, "cannot write "+name, err)
+	}
+	if err := unix.Fsync(dirfd); err != nil {
+		return wire.Wrap(CodeBundleInvalid, "cannot sync the bundle directory", err)
+	}
+	return nil
+}

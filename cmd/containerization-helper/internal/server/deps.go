@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+
+	"hostkit.dev/cmd/containerization-helper/internal/state"
+	"hostkit.dev/lib/api/helperapi"
+)
+
+// The server reaches state, images and capabilities through these small
+// interfaces; run.go binds them to packages state, image and capability.
+// They say exactly what the ops need, so a test can also see which
+// guarantee each op relies on.
+
+// Store is the helper's persistent state: package state's *state.Store
+// (project binding, per-instance fences, plan records consumed once,
+// idempotency records, container records with phases for crash
+// recovery). Every write is durable before it returns.
+type Store interface {
+	ProjectID() string
+	CheckFence(instance string, n uint64) error
+	RaiseFence(instance string, n uint64) error
+	PutPlan(p state.Plan) error
+	Plan(hash string) (state.Plan, error)
+	ConsumePlan(hash string) (state.Plan, error)
+	Idem(key, op, requestHash string) ([]byte, bool, error)
+	PutIdem(key, op, requestHash string, result []byte) error
+	PutContainer(c state.Container) error
+	Reconcile(id string, phase state.Phase) error
+	DeleteContainer(id string) error
+	Container(id string) (state.Container, bool, error)
+	Containers() ([]state.Container, error)
+	Recovering() []state.Container
+}
+
+// Plan is one confirmed mutation. Its canonical MessagePack encoding
+// (keys in bytewise order) is what the store keeps, and the plan hash is
+// "sha256:" + the hex SHA-256 of those bytes: the same plan always has the
+// same hash, any change to a field changes it, and a record edited on
+// disk no longer matches its name.
+type Plan struct {
+	Command        []string          `msgpack:"command"`
+	ContainerID    string            `msgpack:"container_id"`
+	Context        helperapi.Context `msgpack:"context"`
+	CreatedAt      int64             `msgpack:"created_at"` // Unix ms
+	Env            []string          `msgpack:"env"`
+	ExpiresAt      int64             `msgpack:"expires_at"` // Unix ms
+	Force          bool              `msgpack:"force"`
+	Kind           string            `msgpack:"kind"`
+	Layout         string            `msgpack:"layout"`
+	ManifestDigest string            `msgpack:"manifest_digest"`
+	Nonce          string            `msgpack:"nonce"` // 16 random bytes, hex: two equal requests get two plans
+	PeerUID        uint32            `msgpack:"peer_uid"`
+	StopTimeoutMS  int64             `msgpack:"stop_timeout_ms"`
+	// Hash is the plan hash; it is not part of what is hashed.
+	Hash string `msgpack:"-"`
+}
+
+// idemResult is what a stored idempotency record holds: the canonical
+// response body, or the error.
+type idemResult struct {
+	Body  []byte `msgpack:"body"`
+	Code  string `msgpack:"code"`
+	Msg   string `msgpack:"msg"`
+	Retry string `msgpack:"retry"`
+}
+
+// Images verifies and unpacks local OCI images (package image).
+type Images interface {
+	// Evidence verifies the layout's manifest and every blob.
+	Evidence(ctx context.Context, ref helperapi.ImageRef) (*helperapi.Evidence, error)
+	// Unpack verifies the image again and unpacks it into bundle (which
+	// must not exist), patching config.json with args, env, terminal
+	// false and the annotations.
+	Unpack(ctx context.Context, ref helperapi.ImageRef, bundle string, patch BundlePatch) error
+}
+
+// BundlePatch is what the helper sets in an unpacked bundle's
+// config.json.
+type BundlePatch struct {
+	Args        []string
+	Env         []string
+	Annotations map[string]string
+}
+
+// Snapshot is the active provider's capability snapshot (package
+// capability).
+type Snapshot interface {
+	// Digest is "sha256:" + 64 hex over the snapshot's canonical encoding.
+	Digest() string
+	// Require fails with capability.unavailable when a capability is
+	// missing.
+	Require(caps ...string) error
+	// Capabilities lists the capabilities, sorted.
+	Capabilities() []string
+}

@@ -1,0 +1,372 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"hostkit.dev/cmd/containerization-helper/internal/provider"
+	"hostkit.dev/cmd/containerization-helper/internal/state"
+	"hostkit.dev/lib/api/helperapi"
+	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
+)
+
+// gate is what every mutation passes before the runtime is asked: the
+// body decodes, the provider is negotiated, the context matches this
+// helper and the current capability snapshot, the id is one the helper
+// makes, the container's lock is held, and the plan confirms exactly
+// this mutation and its capabilities are in the snapshot. The plan is
+// consumed (and the fence raised) only by commit, after the caller's own
+// checks.
+type gate struct {
+	req    helperapi.MutationRequest
+	rt     *active
+	plan   *Plan
+	unlock func()
+}
+
+func (s *Server) open(ctx context.Context, call *rpc.Call, kind string) (*gate, error) {
+	g := &gate{}
+	if err := call.Decode(&g.req); err != nil {
+		return nil, err
+	}
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.rt = rt
+	if err := s.checkContext(rt, g.req.Context); err != nil {
+		return nil, err
+	}
+	if !validID(g.req.ContainerID) {
+		return nil, wire.Errorf(CodeInvalidID, "container_id is not an id this helper makes")
+	}
+	if g.unlock, err = s.locks.lock(ctx, g.req.ContainerID); err != nil {
+		return nil, err
+	}
+	if g.plan, err = s.takePlan(call, kind, &g.req); err != nil {
+		g.unlock()
+		return nil, err
+	}
+	if err := rt.snap.Require(capsFor(kind)...); err != nil {
+		g.unlock()
+		return nil, err
+	}
+	if err := s.cfg.Store.CheckFence(g.req.Context.InstanceID, g.req.Context.Fence); err != nil {
+		g.unlock()
+		return nil, err
+	}
+	return g, nil
+}
+
+// commit raises the instance's fence and consumes the plan: from here on
+// the mutation acts.
+func (s *Server) commit(g *gate) error {
+	if err := s.cfg.Store.RaiseFence(g.req.Context.InstanceID, g.req.Context.Fence); err != nil {
+		return err
+	}
+	_, err := s.cfg.Store.ConsumePlan(g.plan.Hash)
+	return err
+}
+
+// owned reads id's state and checks that its annotations bind it to this
+// project and to c's instance, and that c's fence is not older than the
+// container's. Errors: container.not_found, container.not_owned,
+// fence.stale.
+func (s *Server) owned(ctx context.Context, id string, c helperapi.Context) (*provider.State, error) {
+	st, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	ann := st.Annotations
+	if ann[helperapi.AnnotationProject] != s.cfg.Store.ProjectID() || ann[helperapi.AnnotationInstance] != c.InstanceID {
+		return nil, wire.Errorf(helperapi.CodeContainerNotOwned, "the container is not this project's and instance's")
+	}
+	if f, err := strconv.ParseUint(ann[helperapi.AnnotationFence], 10, 64); err != nil || f > c.Fence {
+		return nil, wire.Errorf(CodeFenceStale, "the container was made under a newer fence")
+	}
+	return st, nil
+}
+
+// record returns id's record, or a fresh one for an owned container the
+// helper has no record of (an orphan from lost state).
+func (s *Server) record(st *provider.State, c helperapi.Context) (*state.Container, error) {
+	rec, ok, err := s.cfg.Store.Container(st.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		f, _ := strconv.ParseUint(st.Annotations[helperapi.AnnotationFence], 10, 64)
+		rec = state.Container{ID: st.ID, Instance: c.InstanceID, Fence: f}
+		if st.Bundle == s.bundlePath(st.ID) {
+			rec.Bundle, rec.ConsoleLog = st.Bundle, s.logPath(st.ID)
+		}
+	}
+	return &rec, nil
+}
+
+// setPhase writes rec with phase: an in-progress phase before the step it
+// names runs, a settled one after the runtime answered.
+func (s *Server) setPhase(rec *state.Container, phase state.Phase) error {
+	rec.Phase = phase
+	if err := s.cfg.Store.PutContainer(*rec); err != nil {
+		return err
+	}
+	rec.Updated = s.cfg.Now() // the store's own time is at most this
+	return nil
+}
+
+// cleanupTimeout bounds the clean-up of a failed create, which runs even
+// when the op's context has ended.
+const cleanupTimeout = 30 * time.Second
+
+func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
+	g, err := s.open(ctx, call, helperapi.KindCreate)
+	if err != nil {
+		return nil, err
+	}
+	defer g.unlock()
+	id, p := g.req.ContainerID, g.plan
+	if _, err := s.cfg.Runtime.State(ctx, id); err == nil {
+		return nil, wire.Errorf(CodeExists, "a container with this id exists")
+	} else if wire.CodeOf(err) != CodeNotFound {
+		return nil, s.mapErr(ctx, err)
+	}
+	if err := s.commit(g); err != nil {
+		return nil, err
+	}
+	rec := &state.Container{ID: id, Instance: p.Context.InstanceID, Fence: p.Context.Fence, PlanHash: p.Hash, Bundle: s.bundlePath(id), ConsoleLog: s.logPath(id)}
+	if err := s.setPhase(rec, state.PhaseCreating); err != nil {
+		return nil, err
+	}
+	ref := helperapi.ImageRef{Layout: p.Layout, ManifestDigest: p.ManifestDigest}
+	patch := BundlePatch{Args: p.Command, Env: p.Env, Annotations: annotations(p, s.cfg.Store.ProjectID())}
+	if err := s.cfg.Images.Unpack(ctx, ref, rec.Bundle, patch); err != nil {
+		s.undoCreate(ctx, rec, false)
+		return nil, err
+	}
+	if err := s.cfg.Runtime.Create(ctx, provider.CreateSpec{ID: id, Bundle: rec.Bundle, ConsoleLog: rec.ConsoleLog}); err != nil {
+		s.undoCreate(ctx, rec, true)
+		return nil, s.mapErr(ctx, err)
+	}
+	st, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	if err := s.setPhase(rec, state.PhaseCreated); err != nil {
+		return nil, err
+	}
+	return s.containerOf(st, rec), nil
+}
+
+// undoCreate removes what a failed create left: the runtime's container
+// (when it got that far), the bundle, the console log and the record.
+func (s *Server) undoCreate(ctx context.Context, rec *state.Container, runtime bool) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if runtime {
+		if err := s.cfg.Runtime.Delete(cctx, rec.ID, true); err != nil && wire.CodeOf(err) != CodeNotFound {
+			s.log.Warn("helper.create_cleanup", slog.String("container_id", rec.ID), slog.String("code", wire.CodeOf(err)))
+			return // keep the record and bundle: observe shows the container, delete removes it
+		}
+	}
+	_ = os.RemoveAll(rec.Bundle)
+	_ = os.Remove(rec.ConsoleLog)
+	if err := s.cfg.Store.DeleteContainer(rec.ID); err != nil {
+		s.log.Warn("helper.create_cleanup", slog.String("container_id", rec.ID), slog.String("code", wire.CodeOf(err)))
+	}
+}
+
+func (s *Server) start(ctx context.Context, call *rpc.Call) (any, error) {
+	g, err := s.open(ctx, call, helperapi.KindStart)
+	if err != nil {
+		return nil, err
+	}
+	defer g.unlock()
+	id := g.req.ContainerID
+	st, err := s.owned(ctx, id, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status != provider.StatusCreated {
+		return nil, wire.Errorf(CodeBadState, "only a created container can be started (it is %s)", st.Status)
+	}
+	rec, err := s.record(st, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.commit(g); err != nil {
+		return nil, err
+	}
+	if err := s.setPhase(rec, state.PhaseStarting); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Runtime.Start(ctx, id); err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	return s.settle(ctx, id, rec, state.PhaseRunning)
+}
+
+// settle re-reads id's state after a step, records phase and answers the
+// container.
+func (s *Server) settle(ctx context.Context, id string, rec *state.Container, phase state.Phase) (any, error) {
+	st, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	if err := s.setPhase(rec, phase); err != nil {
+		return nil, err
+	}
+	return s.containerOf(st, rec), nil
+}
+
+func (s *Server) restart(ctx context.Context, call *rpc.Call) (any, error) {
+	g, err := s.open(ctx, call, helperapi.KindRestart)
+	if err != nil {
+		return nil, err
+	}
+	defer g.unlock()
+	id := g.req.ContainerID
+	st, err := s.owned(ctx, id, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	// Only a container whose bundle the helper made can be made again.
+	if st.Bundle != s.bundlePath(id) {
+		return nil, wire.Errorf(helperapi.CodeContainerNotOwned, "the container's bundle is not the helper's")
+	}
+	rec, err := s.record(st, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.commit(g); err != nil {
+		return nil, err
+	}
+	if err := s.setPhase(rec, state.PhaseStopping); err != nil {
+		return nil, err
+	}
+	if st.Status == provider.StatusRunning || st.Status == provider.StatusPaused {
+		timeout := time.Duration(g.plan.StopTimeoutMS) * time.Millisecond
+		if timeout == 0 {
+			timeout = helperapi.DefaultStopTimeoutMS * time.Millisecond
+		}
+		if err := s.stop(ctx, id, timeout); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.cfg.Runtime.Delete(ctx, id, false); err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	if err := s.setPhase(rec, state.PhaseCreating); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Runtime.Create(ctx, provider.CreateSpec{ID: id, Bundle: s.bundlePath(id), ConsoleLog: s.logPath(id)}); err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	if err := s.setPhase(rec, state.PhaseStarting); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Runtime.Start(ctx, id); err != nil {
+		return nil, s.mapErr(ctx, err)
+	}
+	return s.settle(ctx, id, rec, state.PhaseRunning)
+}
+
+// pollEvery is how often a stop re-reads the container's state.
+const pollEvery = 50 * time.Millisecond
+
+// stop sends SIGTERM to the container's init, waits up to timeout for it
+// to stop, then SIGKILLs every process and waits again (at most 10 s).
+// The waits end with ctx (op.cancel, the deadline).
+func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) error {
+	if err := s.cfg.Runtime.Kill(ctx, id, syscall.SIGTERM, false); err != nil && wire.CodeOf(err) != CodeBadState {
+		return s.mapErr(ctx, err)
+	}
+	stopped, err := s.waitStopped(ctx, id, timeout)
+	if err != nil || stopped {
+		return err
+	}
+	if err := s.cfg.Runtime.Kill(ctx, id, syscall.SIGKILL, true); err != nil && wire.CodeOf(err) != CodeBadState {
+		return s.mapErr(ctx, err)
+	}
+	stopped, err = s.waitStopped(ctx, id, 10*time.Second)
+	if err == nil && !stopped {
+		err = &wire.Error{Code: CodeBadState, Msg: "the container did not stop after SIGKILL", Retry: wire.RetryAfterObserve}
+	}
+	return err
+}
+
+func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Duration) (bool, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		st, err := s.cfg.Runtime.State(ctx, id)
+		if err != nil {
+			return false, s.mapErr(ctx, err)
+		}
+		if st.Status == provider.StatusStopped {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, wire.Wrap(wire.CodeInternal, "stop ended with the op", context.Cause(ctx))
+		case <-t.C:
+			return false, nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
+	g, err := s.open(ctx, call, helperapi.KindDelete)
+	if err != nil {
+		return nil, err
+	}
+	defer g.unlock()
+	id := g.req.ContainerID
+	st, err := s.owned(ctx, id, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	if !g.plan.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
+		return nil, wire.Errorf(CodeBadState, "the container is %s; plan the delete with force", st.Status)
+	}
+	rec, err := s.record(st, g.req.Context)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.commit(g); err != nil {
+		return nil, err
+	}
+	if err := s.setPhase(rec, state.PhaseDeleting); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Runtime.Delete(ctx, id, g.plan.Force); err != nil && wire.CodeOf(err) != CodeNotFound {
+		return nil, s.mapErr(ctx, err)
+	}
+	s.forget(id, st.Bundle)
+	return &helperapi.DeleteResponse{ContainerID: id, Deleted: true}, nil
+}
+
+// forget removes a deleted container's bundle (only when it is the
+// helper's own), console log and record.
+func (s *Server) forget(id, bundle string) {
+	if bundle == s.bundlePath(id) {
+		if err := os.RemoveAll(bundle); err != nil {
+			s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("err", err.Error()))
+		}
+	}
+	if err := os.Remove(s.logPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("err", err.Error()))
+	}
+	if err := s.cfg.Store.DeleteContainer(id); err != nil {
+		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("code", wire.CodeOf(err)))
+	}
+}

@@ -1,0 +1,188 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"hostkit.dev/lib/wire"
+)
+
+// SchemaVersion is the only "schema" this package reads and writes.
+const SchemaVersion = 1
+
+// Limits on what one record may hold (bytes).
+const (
+	maxKeyBytes    = 256      // an idempotency key
+	maxHashBytes   = 128      // a request or plan hash
+	maxOpBytes     = 64       // an op name
+	maxResultBytes = 64 << 10 // a stored idempotency result
+	maxPlanBytes   = 64 << 10 // a plan's contents
+	maxPathBytes   = 4096     // a bundle or console log path
+)
+
+// doc is state.json, schema 1. Times are Unix milliseconds. Every map key
+// is lowercase ASCII (checkJSON relies on it); idempotency keys, which may
+// be any bytes, live in a list as base64.
+type doc struct {
+	Schema      int                 `json:"schema"`
+	Project     string              `json:"project"`
+	CreatedMS   int64               `json:"created_ms"`
+	Fences      map[string]uint64   `json:"fences"`
+	Idempotency []idemJSON          `json:"idempotency"`
+	Plans       map[string]planJSON `json:"plans"`
+	Containers  map[string]contJSON `json:"containers"`
+}
+
+type idemJSON struct {
+	Key         []byte `json:"key"`
+	Op          string `json:"op"`
+	RequestHash string `json:"request_hash"`
+	Result      []byte `json:"result"`
+	CreatedMS   int64  `json:"created_ms"`
+	ExpiresMS   int64  `json:"expires_ms"`
+}
+
+type planJSON struct {
+	Contents  []byte `json:"contents"`
+	CreatedMS int64  `json:"created_ms"`
+	ExpiresMS int64  `json:"expires_ms"`
+}
+
+type contJSON struct {
+	Instance   string `json:"instance"`
+	Bundle     string `json:"bundle"`
+	ConsoleLog string `json:"console_log"`
+	Fence      uint64 `json:"fence"`
+	PlanHash   string `json:"plan_hash"`
+	Phase      Phase  `json:"phase"`
+	UpdatedMS  int64  `json:"updated_ms"`
+}
+
+// newDoc is the document of a first start.
+func newDoc(project string, nowMS int64) *doc {
+	return &doc{
+		Schema:     SchemaVersion,
+		Project:    project,
+		CreatedMS:  nowMS,
+		Fences:     map[string]uint64{},
+		Plans:      map[string]planJSON{},
+		Containers: map[string]contJSON{},
+	}
+}
+
+// encode renders d deterministically (encoding/json sorts map keys; the
+// idempotency list is kept sorted by key).
+func (d *doc) encode() ([]byte, error) {
+	b, err := json.MarshalIndent(d, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// decodeDoc decodes and validates state.json. Errors:
+// CodeSchemaUnsupported (checked first, so a newer helper's file is named
+// as such), CodeCorrupt.
+func decodeDoc(b []byte) (*doc, error) {
+	if err := checkJSON(b); err != nil {
+		return nil, wire.Wrap(CodeCorrupt, "state.json is not a strict JSON document", err)
+	}
+	var probe struct {
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, wire.Wrap(CodeCorrupt, "state.json is not a JSON object", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(probe.Schema), []byte("1")) {
+		return nil, wire.Errorf(CodeSchemaUnsupported, "state.json has schema %.16q; this helper reads schema %d",
+			bytes.TrimSpace(probe.Schema), SchemaVersion)
+	}
+	var d doc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, wire.Wrap(CodeCorrupt, "state.json does not decode", err)
+	}
+	if err := d.validate(); err != nil {
+		return nil, wire.Wrap(CodeCorrupt, "state.json holds an invalid record: "+err.Error(), err)
+	}
+	if d.Fences == nil {
+		d.Fences = map[string]uint64{}
+	}
+	if d.Plans == nil {
+		d.Plans = map[string]planJSON{}
+	}
+	if d.Containers == nil {
+		d.Containers = map[string]contJSON{}
+	}
+	return &d, nil
+}
+
+// validate checks every record as the mutating methods would have.
+func (d *doc) validate() error {
+	if !ValidUUID(d.Project) {
+		return fmt.Errorf("project is not a canonical UUID")
+	}
+	for inst := range d.Fences {
+		if !ValidUUID(inst) {
+			return fmt.Errorf("a fence's instance is not a canonical UUID")
+		}
+	}
+	for i, r := range d.Idempotency {
+		if err := checkIdem(string(r.Key), r.Op, r.RequestHash, r.Result); err != nil {
+			return err
+		}
+		if i > 0 && bytes.Compare(d.Idempotency[i-1].Key, r.Key) >= 0 {
+			return fmt.Errorf("idempotency records are not sorted and unique")
+		}
+	}
+	for h, p := range d.Plans {
+		if !validHash(h) || len(p.Contents) > maxPlanBytes {
+			return fmt.Errorf("a plan record is malformed")
+		}
+	}
+	for id, c := range d.Containers {
+		if err := c.toContainer(id).validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// findIdem returns the index of key in the sorted list, and whether it is
+// there.
+func (d *doc) findIdem(key string) (int, bool) {
+	return slices.BinarySearchFunc(d.Idempotency, key, func(r idemJSON, k string) int {
+		return strings.Compare(string(r.Key), k)
+	})
+}
+
+// validHash reports whether h is 1–128 bytes of [a-z0-9_.:-] (a plan hash
+// such as "sha256:<hex>", or hex).
+func validHash(h string) bool { return len(h) <= maxHashBytes && plainKey(h) }
+
+// validContainerID reports whether id matches the provider's container id
+// rule: [a-z0-9][a-z0-9_.-]{0,63} without "..".
+func validContainerID(id string) bool {
+	if id == "" || len(id) > 64 || strings.Contains(id, "..") {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// validPath reports whether p is "" or an absolute, clean path of
+// bounded length without NUL.
+func validPath(p string) bool {
+	return p == "" || len(p) <= maxPathBytes && filepath.IsAbs(p) && filepath.Clean(p) == p && !strings.ContainsRune(p, 0)
+}

@@ -1,0 +1,94 @@
+package state
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"hostkit.dev/lib/wire"
+)
+
+// Plan is a stored plan record: the mutation a `container.plan` answer
+// confirmed, under its hash. Contents are the caller's encoding of the
+// plan (at most 64 KiB), opaque to the store.
+type Plan struct {
+	Hash     string // 1–128 bytes of [a-z0-9_.:-], e.g. "sha256:<hex>"
+	Contents []byte
+	Created  time.Time // set by PutPlan
+	Expires  time.Time // required; after it the plan is CodePlanExpired
+}
+
+// PutPlan stores p durably. Storing the same hash with the same contents
+// again is a no-op; with other contents it is CodeInvalid (a hash names
+// one plan). Errors also: CodeFull, CodeIO.
+func (s *Store) PutPlan(p Plan) error {
+	return s.mutate(func(now time.Time) error {
+		switch {
+		case !validHash(p.Hash):
+			return wire.Errorf(CodeInvalid, "plan hash must be 1 to %d bytes of [a-z0-9_.:-]", maxHashBytes)
+		case len(p.Contents) > maxPlanBytes:
+			return wire.Errorf(CodeInvalid, "plan contents are larger than %d bytes", maxPlanBytes)
+		case !p.Expires.After(now):
+			return wire.Errorf(CodeInvalid, "plan expiry must be in the future")
+		}
+		if old, ok := s.d.Plans[p.Hash]; ok {
+			if !bytes.Equal(old.Contents, p.Contents) {
+				return wire.Errorf(CodeInvalid, "another plan is stored under this hash")
+			}
+			return nil
+		}
+		if len(s.d.Plans) >= s.opt.MaxPlans {
+			s.sweep(now)
+			if len(s.d.Plans) >= s.opt.MaxPlans {
+				return &wire.Error{Code: CodeFull, Msg: "too many plans", Retry: wire.RetrySafe}
+			}
+		}
+		s.d.Plans[p.Hash] = planJSON{Contents: slices.Clone(p.Contents), CreatedMS: now.UnixMilli(), ExpiresMS: p.Expires.UnixMilli()}
+		return nil
+	}, nil)
+}
+
+// Plan returns the live plan stored under hash without consuming it.
+// Errors: CodePlanUnknown, CodePlanExpired, CodeClosed.
+func (s *Store) Plan(hash string) (Plan, error) {
+	var out Plan
+	err := s.read(func() error {
+		var err error
+		out, err = s.livePlan(hash, s.opt.Now())
+		return err
+	})
+	return out, err
+}
+
+// ConsumePlan removes the plan under hash durably and returns it, so a
+// plan confirms one mutation only: a second consume, like a hash never
+// stored, is CodePlanUnknown; a plan past its expiry is CodePlanExpired
+// (and stays until swept). Errors also: CodeIO.
+func (s *Store) ConsumePlan(hash string) (Plan, error) {
+	var out Plan
+	err := s.mutate(func(now time.Time) error {
+		var err error
+		if out, err = s.livePlan(hash, now); err != nil {
+			return err
+		}
+		delete(s.d.Plans, hash)
+		return nil
+	}, nil)
+	if err != nil {
+		return Plan{}, err
+	}
+	return out, nil
+}
+
+// livePlan looks hash up; s.mu is held.
+func (s *Store) livePlan(hash string, now time.Time) (Plan, error) {
+	p, ok := s.d.Plans[hash]
+	if !ok || !validHash(hash) {
+		return Plan{}, wire.Errorf(CodePlanUnknown, "no such plan (never made, already used, or long expired); plan again")
+	}
+	if p.ExpiresMS <= now.UnixMilli() {
+		return Plan{}, wire.Errorf(CodePlanExpired, "the plan expired; plan again")
+	}
+	return Plan{Hash: hash, Contents: slices.Clone(p.Contents),
+		Created: time.UnixMilli(p.CreatedMS), Expires: time.UnixMilli(p.ExpiresMS)}, nil
+}
