@@ -51,7 +51,7 @@ func TestCanonicalEncoding(t *testing.T) {
 	})
 	is.NoErr(err)
 	is.Equal(s.Canonical(), want)
-	is.Equal(s.Digest(), "sha256:2c1dcd236daf5cb11d599a2dd9dea5bf94b4c58d4a6bd1a8ff0d0f5e3bd23b4c")
+	is.Equal(s.Digest(), "sha256:6355317fc0a05a34ff30e6d11da02ccd3e9ab67da2de48bee8a51e2830151343")
 
 	empty := mustNew(t)
 	want, err = wire.Marshal(map[string]any{"codec": "runc-1.1", "host_kind": "cgroup-hybrid",
