@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"sync"
 
 	"hostkit.dev/cmd/supervisord/internal/manager"
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -17,9 +19,70 @@ var mutatingOps = map[string]bool{
 }
 
 // auditedOps wraps the manager's ops so every instance op is audited with
-// the admin who made it and the instance it names.
+// the admin who made it and the instance it names: daemon.AuditOps, except
+// for provision (auditProvision).
 func auditedOps(m *manager.Manager, l *audit.Log, log *slog.Logger) []rpc.Op {
-	return daemon.AuditOps(l, log, mutatingOps, instanceField, m.Ops()...)
+	ops := m.Ops()
+	out := make([]rpc.Op, 0, len(ops))
+	for _, op := range ops {
+		if op.Name == api.OpProvision {
+			out = append(out, auditProvision(l, log, op))
+			continue
+		}
+		out = append(out, daemon.AuditOps(l, log, mutatingOps, instanceField, op)...)
+	}
+	return out
+}
+
+// auditProvision is daemon.AuditOps for provision, with the same records
+// in the same order: the "before" record is written (and fsynced) before
+// the handler runs, and a provision whose before record cannot be written
+// does not run. The "after" record is written as soon as the outcome is
+// known: when the handler calls its manager.WithDecided function (the
+// agent runs), the after record's write and fsync overlap the provision's
+// last steps (the instance record's fsyncs, the post-spawn metadata). The
+// answer still waits for both, so nothing is acknowledged before its
+// records are durable.
+func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op) rpc.Op {
+	inner := op.Handler
+	op.Handler = func(ctx context.Context, call *rpc.Call) (any, error) {
+		rec := audit.Record{Actor: audit.Actor{UID: int(call.Peer.UID), PID: int(call.Peer.PID)}, Op: call.Op, Corr: call.Corr, Fields: instanceField(call)}
+		pair, aerr := l.Begin(ctx, rec)
+		if aerr != nil {
+			log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
+			return nil, wire.Wrap(wire.CodeInternal, "the audit log cannot record this change", aerr)
+		}
+		var once sync.Once
+		ended := make(chan struct{})
+		end := func(err error) {
+			once.Do(func() {
+				go func() {
+					defer close(ended)
+					outcome, code := outcomeOf(err)
+					if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
+						log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
+					}
+				}()
+			})
+		}
+		v, err := inner(manager.WithDecided(ctx, func() { end(nil) }), call)
+		end(err) // no-op when the handler decided already (it then succeeds)
+		<-ended
+		return v, err
+	}
+	return op
+}
+
+// outcomeOf is daemon.AuditOps's mapping of an error to an outcome.
+func outcomeOf(err error) (audit.Outcome, string) {
+	switch code := wire.CodeOf(err); code {
+	case "":
+		return audit.OutcomeOK, ""
+	case wire.CodePeerDenied:
+		return audit.OutcomeDenied, code
+	default:
+		return audit.OutcomeError, code
+	}
 }
 
 // instanceField names the instance a call is about (never its env or

@@ -180,6 +180,25 @@ func (e *env) kill() {
 	if e.rc != nil {
 		e.rc.Close()
 	}
+	waitLockFree(e.sock() + ".lock")
+}
+
+// waitLockFree waits (up to 2 s) until nobody holds the flock on path. A
+// holder being started when supervisord was killed holds a copy of the
+// daemon's close-on-exec lock fd from fork until its exec, a few ms.
+func waitLockFree(path string) {
+	for i := 0; i < 400; i++ {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		unix.Close(fd) // also releases the lock
+		if err == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (e *env) destroyAll() {

@@ -50,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eflags := egressFlags(fs)
 	proxySock := fs.String("egress-proxy-socket", "", "egressd's proxy socket, bridged into network isolated namespaces (default <run>/egressd/proxy.sock)")
 	tmuxBin := fs.String("tmux", "tmux", "the tmux binary of session_backend tmux")
+	helperSock := fs.String("helper-socket", "", "the containerization-helper's socket, for runtime container (default <run>/helper/api.sock; none: runtime container fails with runtime.unavailable)")
+	pool := fs.Int("holder-pool", 2, "holders kept started and idle, so a provision skips a holder's exec and start-up (0: off)")
 	env, err := daemon.Setup(fs, args, "supervisord", daemon.NameSupervisord, "SUPERVISORD", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -59,6 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *pool < 0 || *pool > manager.MaxHolderPool {
+		return fmt.Errorf("-holder-pool: want 0-%d, got %d", manager.MaxHolderPool, *pool)
 	}
 	if *uidMin < 1000 || *uidMax < *uidMin {
 		return fmt.Errorf("-agent-uid-min/-agent-uid-max: bad range %d-%d", *uidMin, *uidMax)
@@ -83,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
 		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
+		HolderPool: *pool,
+		Containers: containers(env.Layout, *helperSock, env.Logger),
 	})
 	if err != nil {
 		return err
@@ -105,7 +112,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:      env.Logger,
 		Roles:       r,
 		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...),
-		Actors:      []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch)},
+		Actors:      []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), poolActor(ctx, mgr)},
 	}
 	return svc.Run(ctx)
+}
+
+// poolActor is the run-group actor that keeps the holder pool filled and
+// ends its idle holders on shutdown.
+func poolActor(ctx context.Context, mgr *manager.Manager) daemon.Actor {
+	pctx, cancel := context.WithCancel(ctx)
+	return daemon.Actor{
+		Execute:   func() error { mgr.RunPool(pctx); return nil },
+		Interrupt: func(error) { cancel() },
+	}
 }

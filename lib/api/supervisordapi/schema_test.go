@@ -11,7 +11,7 @@ import (
 func TestSchemas(t *testing.T) {
 	t.Parallel()
 	for _, v := range []any{
-		CredentialSpec{}, Network{}, ProvisionRequest{}, ExitStatus{}, Instance{}, IDRequest{},
+		CredentialSpec{}, Network{}, ImageRef{}, ProvisionRequest{}, ExitStatus{}, Instance{}, IDRequest{},
 		ListResponse{}, SignalRequest{}, DestroyResponse{}, LogsRequest{}, LogsResponse{},
 		AttachRequest{}, AttachResponse{}, Health{},
 	} {

@@ -25,7 +25,7 @@ const RoleAdmin rpc.Role = "admin"
 // Runtimes a provision request may name.
 const (
 	RuntimeHost      = "host"      // the default; needs -host-runtime-enabled
-	RuntimeContainer = "container" // runtime.unavailable until the helper exists
+	RuntimeContainer = "container" // through the containerization-helper; never run on the host (docs/supervisord.md, "runtime: container")
 )
 
 // Session backends and session kinds.
@@ -40,6 +40,10 @@ const (
 const (
 	NetworkHost     = "host"
 	NetworkIsolated = "isolated"
+	// NetworkNone is shown (never requested) for a runtime container
+	// instance: the container gets its own network namespace with no
+	// interface configured, so it reaches no network at all.
+	NetworkNone = "none"
 )
 
 // Instance states.

@@ -14,6 +14,14 @@ type Network struct {
 	Mode  string   `msgpack:"mode"`  // host (default) or isolated
 }
 
+// ImageRef names a local OCI image layout and one manifest in it by digest
+// (never by tag): a runtime container instance's image, verified and
+// unpacked by the containerization-helper (helperapi.ImageRef).
+type ImageRef struct {
+	Layout         string `msgpack:"layout"`          // absolute, clean path of the OCI image layout directory
+	ManifestDigest string `msgpack:"manifest_digest"` // "sha256:" + 64 lowercase hex
+}
+
 // ProvisionRequest creates (and with Start, starts) an instance.
 // Provision is idempotent on InstanceID: the same request answers the same
 // instance; a different one is instance.conflict.
@@ -21,6 +29,7 @@ type ProvisionRequest struct {
 	Command        []string          `msgpack:"command"` // argv; required
 	Credentials    []CredentialSpec  `msgpack:"credentials"`
 	Env            map[string]string `msgpack:"env"`         // no NUL or newline in keys or values
+	Image          *ImageRef         `msgpack:"image"`       // runtime container: the image to run (required); runtime host: must be absent
 	InstanceID     string            `msgpack:"instance_id"` // canonical UUID; "" = generated
 	Labels         map[string]string `msgpack:"labels"`
 	Loadout        string            `msgpack:"loadout"`      // given to the agent as HOSTKIT_LOADOUT
@@ -52,9 +61,11 @@ type Instance struct {
 	AgentUID       uint32            `msgpack:"agent_uid"`
 	BootID         string            `msgpack:"boot_id"`
 	Command        []string          `msgpack:"command"`
-	CreatedAt      int64             `msgpack:"created_at"` // Unix ms
+	ContainerID    string            `msgpack:"container_id"` // runtime container: the helper's container id ("" before it was created)
+	CreatedAt      int64             `msgpack:"created_at"`   // Unix ms
 	Exit           *ExitStatus       `msgpack:"exit"`
 	ExitedAt       int64             `msgpack:"exited_at"` // Unix ms
+	Image          *ImageRef         `msgpack:"image"`     // runtime container: the image it runs
 	InstanceID     string            `msgpack:"instance_id"`
 	Isolated       bool              `msgpack:"isolated"` // the agent runs under its own uid
 	Labels         map[string]string `msgpack:"labels"`

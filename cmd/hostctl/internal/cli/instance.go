@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,9 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	workDir := fs.String("working-dir", "", "working directory (default: supervisord's)")
 	noStart := fs.Bool("no-start", false, "create the instance without starting it")
 	stopTimeout := fs.Duration("stop-timeout", 0, "time between SIGTERM and the kill on stop (1s..300s; default 10s)")
+	runtime := fs.String("runtime", "", "host (default) or container (through the containerization-helper; needs --image and --digest)")
+	image := fs.String("image", "", "runtime container: OCI image layout directory")
+	digest := fs.String("digest", "", "runtime container: the image's manifest digest (sha256:...)")
 	var creds, allow stringsFlag
 	env := kvFlag{}
 	fs.Var(&creds, "credential", "credential NAME given to the agent (as a placeholder) under environment variable ENV: NAME=ENV (repeatable)")
@@ -80,7 +84,7 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	fs.Var(env, "env", "environment variable K=V for the agent (repeatable)")
 	return &ffcli.Command{
 		Name:       "provision",
-		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] -- CMD ARGS...",
+		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] [--runtime container --image DIR --digest sha256:...] -- CMD ARGS...",
 		ShortHelp:  "create and start an instance",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -102,6 +106,16 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 			}
 			if *network != "" || len(allow) > 0 {
 				req.Network = &api.Network{Mode: *network, Allow: allow}
+			}
+			if req.Runtime = *runtime; *image != "" || *digest != "" {
+				if *image == "" || *digest == "" {
+					return usageError{"--image and --digest go together"}
+				}
+				abs, err := filepath.Abs(*image)
+				if err != nil {
+					return usageError{err.Error()}
+				}
+				req.Image = &api.ImageRef{Layout: abs, ManifestDigest: *digest}
 			}
 			c, done, err := g.supervisord()
 			if err != nil {

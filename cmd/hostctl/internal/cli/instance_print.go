@@ -14,6 +14,8 @@ type instanceJSON struct {
 	State          string            `json:"state"`
 	Command        []string          `json:"command"`
 	Runtime        string            `json:"runtime"`
+	ContainerID    string            `json:"container_id,omitempty"`
+	Image          *imageJSON        `json:"image,omitempty"`
 	Network        string            `json:"network"`
 	PID            int64             `json:"pid,omitempty"`
 	PGID           int64             `json:"pgid,omitempty"`
@@ -36,6 +38,13 @@ type instanceJSON struct {
 	Warning        string            `json:"warning,omitempty"`
 }
 
+// imageJSON is a container instance's image: a local OCI layout and the
+// manifest digest it was verified against.
+type imageJSON struct {
+	Layout         string `json:"layout"`
+	ManifestDigest string `json:"manifest_digest"`
+}
+
 type exitJSON struct {
 	Code    int64  `json:"code"`
 	Signal  string `json:"signal,omitempty"`
@@ -48,6 +57,10 @@ func toInstanceJSON(in *api.Instance) instanceJSON {
 		SessionBackend: in.SessionBackend, Session: in.Session, WorkingDir: in.WorkingDir, WatchAgent: in.WatchAgent,
 		Labels: in.Labels, Loadout: in.Loadout, Profile: in.Profile, StopTimeoutMS: in.StopTimeoutMS,
 		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, ExitedAt: in.ExitedAt, BootID: in.BootID, Warning: in.Warning}
+	out.ContainerID = in.ContainerID
+	if in.Image != nil {
+		out.Image = &imageJSON{Layout: in.Image.Layout, ManifestDigest: in.Image.ManifestDigest}
+	}
 	if in.Exit != nil {
 		out.Exit = &exitJSON{Code: in.Exit.Code, Signal: in.Exit.Signal, Unknown: in.Exit.Unknown}
 	}

@@ -2,11 +2,15 @@ package holder
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,34 +19,61 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 )
 
-// Config is a holder's command line: `supervisord holder -dir D -sock S
-// -nonce N` (with fd 3 the ready pipe).
+// Config is what a holder holds: the instance it was assigned (see
+// Assignment).
 type Config struct {
 	Dir   string // the instance directory
 	Sock  string // the holder socket path
 	Nonce string // the spawn's intent nonce, echoed in holder.json
 }
 
-// ParseArgs parses the holder's arguments.
-func ParseArgs(args []string, stderr io.Writer) (Config, error) {
+// ParseArgs parses the holder's command line, `supervisord holder -hdir H`
+// (fd 3 is its channel to supervisord), and returns H: the directory its
+// socket must be in. The instance comes later, over the channel.
+func ParseArgs(args []string, stderr io.Writer) (string, error) {
 	fs := flag.NewFlagSet("supervisord holder", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c Config
-	fs.StringVar(&c.Dir, "dir", "", "instance directory")
-	fs.StringVar(&c.Sock, "sock", "", "holder socket path")
-	fs.StringVar(&c.Nonce, "nonce", "", "spawn nonce")
+	hdir := fs.String("hdir", "", "the holder socket directory (<run>/supervisord/h)")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return "", err
 	}
-	if c.Dir == "" || c.Sock == "" {
-		return c, fmt.Errorf("holder: -dir and -sock are required")
+	if *hdir == "" || !filepath.IsAbs(*hdir) || fs.NArg() > 0 {
+		return "", fmt.Errorf("holder: -hdir (absolute) is required, and nothing else")
 	}
-	return c, nil
+	return filepath.Clean(*hdir), nil
 }
 
-// Ready is the one JSON line a holder writes to its ready pipe (fd 3):
-// the agent's identity, or the error that kept it from starting.
+// Assignment is the one message supervisord sends a holder over its
+// channel (a private SOCK_SEQPACKET socketpair, the holder's end on fd 3),
+// as JSON in one packet: the instance it now holds. Until it arrives a
+// holder holds nothing of any instance; this is what lets supervisord keep
+// a few holders started ahead of need (docs/supervisord.md, "Holder pool").
+type Assignment struct {
+	Dir   string `json:"dir"`   // the instance directory: absolute, clean
+	Sock  string `json:"sock"`  // the holder socket: directly in the holder directory
+	Nonce string `json:"nonce"` // the intent's nonce (metadata.json), echoed in holder.json
+}
+
+// Config checks a against hdir (the holder's -hdir) and returns the
+// holder's configuration.
+func (a Assignment) Config(hdir string) (Config, error) {
+	switch {
+	case a.Dir == "" || !filepath.IsAbs(a.Dir) || filepath.Clean(a.Dir) != a.Dir:
+		return Config{}, fmt.Errorf("holder: assignment: bad instance directory %q", a.Dir)
+	case filepath.Dir(a.Sock) != hdir || !strings.HasSuffix(a.Sock, ".sock"):
+		return Config{}, fmt.Errorf("holder: assignment: socket %q is not in %s", a.Sock, hdir)
+	case a.Nonce == "":
+		return Config{}, fmt.Errorf("holder: assignment: no nonce")
+	}
+	return Config{Dir: a.Dir, Sock: a.Sock, Nonce: a.Nonce}, nil
+}
+
+// Ready is a message a holder sends over its channel, as JSON in one
+// packet: first {"idle": true} once it has started and waits for its
+// Assignment, then, after the assignment, one Ready with the agent's
+// identity or the error that kept it from starting.
 type Ready struct {
+	Idle   bool               `json:"idle,omitempty"`
 	Record store.HolderRecord `json:"record"`
 	Error  string             `json:"error,omitempty"`
 	Code   string             `json:"code,omitempty"`
@@ -105,11 +136,28 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// Main runs a holder until its tree has ended and exit.json is written.
+// Main runs a holder: it waits on its channel (fd 3) for its assignment,
+// then runs until its tree has ended and exit.json is written. A holder
+// whose channel closes before an assignment (supervisord ended or emptied
+// its pool) returns nil at once: it held nothing.
 func Main(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, err := ParseArgs(args, stderr)
+	// One P: a holder's goroutines (the output drain, a sender per
+	// attached client, the reaper, its socket) mostly wait, and with one P
+	// the drain hands output to a sender without waking another thread,
+	// and no idle thread spins looking for work: about 20% less CPU per MB
+	// of bulk output (docs/supervisord.md, "Attach").
+	runtime.GOMAXPROCS(1)
+	hdir, err := ParseArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	return run(ctx, cfg, slog.New(slog.NewJSONHandler(stderr, nil)))
+	ch, cfg, err := await(ctx, hdir)
+	if errors.Is(err, errUnassigned) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// await pointed fd 2 at the instance's holder.err.
+	return run(ctx, cfg, ch, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
 }

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"time"
@@ -29,13 +31,11 @@ const (
 	serveGrace = 500 * time.Millisecond
 )
 
-func run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	unix.CloseOnExec(3) // the agent must not inherit the ready pipe
-	ready := os.NewFile(3, "ready")
+func run(ctx context.Context, cfg Config, ch *net.UnixConn, log *slog.Logger) error {
+	ready := ch // closed once the Ready message is sent
 	fail := func(code string, err error) error {
 		if ready != nil {
-			b, _ := json.Marshal(Ready{Error: err.Error(), Code: code})
-			ready.Write(append(b, '\n'))
+			_ = writeMsg(ready, Ready{Error: err.Error(), Code: code})
 			ready.Close()
 		}
 		return err
@@ -57,10 +57,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		leaderDone: make(chan struct{}), treeEmpty: make(chan struct{}),
 		outputDone: make(chan struct{}), finished: make(chan struct{}),
 	}
-	lj, err := newRotator(cfg.Dir+"/"+store.FileLog, int64(max(md.Spec.LogMaxMB, 1))<<20, md.Spec.LogFiles)
-	if err != nil {
-		return fail(api.CodeInstanceSpawnFailed, err)
-	}
+	lj := newRotator(cfg.Dir+"/"+store.FileLog, int64(max(md.Spec.LogMaxMB, 1))<<20, md.Spec.LogFiles)
 	defer lj.Close()
 	h.hub = newHub(RingSize, lj)
 
@@ -95,9 +92,16 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		<-bridged
 		return fail(codeOr(err, api.CodeInstanceSpawnFailed), err)
 	}
-	rec := h.writeRecord()
-	b, _ := json.Marshal(Ready{Record: rec})
-	ready.Write(append(b, '\n'))
+	// Ready first, then holder.json while supervisord saves the same facts
+	// in metadata.json; closing the channel tells it holder.json is
+	// written, and its answer waits for that.
+	rec := h.record()
+	if err := writeMsg(ready, Ready{Record: rec}); err != nil {
+		// supervisord went away (a crash between spawn and metadata):
+		// the intent record and holder.json let it adopt us on restart.
+		log.Warn("holder.ready", slog.Any("err", err))
+	}
+	h.saveRecord(rec)
 	ready.Close()
 
 	served := make(chan error, 1)
@@ -285,6 +289,13 @@ func (h *holder) restartCount() int {
 
 // writeRecord writes holder.json for the current run and returns it.
 func (h *holder) writeRecord() store.HolderRecord {
+	rec := h.record()
+	h.saveRecord(rec)
+	return rec
+}
+
+// record is holder.json's content for the current run.
+func (h *holder) record() store.HolderRecord {
 	h.mu.Lock()
 	leader, pgid := h.leader, h.pgid
 	h.mu.Unlock()
@@ -292,12 +303,16 @@ func (h *holder) writeRecord() store.HolderRecord {
 	rec.Holder, _ = proc.Identify(os.Getpid())
 	rec.Agent, _ = proc.Identify(leader)
 	rec.Agent.PID = leader
-	// Atomic, not durable: the record only matters while the host (and so
-	// the agent) lives (docs/supervisord.md, "Durability").
+	return rec
+}
+
+// saveRecord writes holder.json: atomic, not durable, since the record
+// only matters while the host (and so the agent) lives
+// (docs/supervisord.md, "Durability").
+func (h *holder) saveRecord(rec store.HolderRecord) {
 	if err := store.WriteJSONAtomic(h.cfg.Dir+"/"+store.FileHolder, rec); err != nil {
 		h.log.Error("holder.record", slog.Any("err", err))
 	}
-	return rec
 }
 
 func mustRead(path string) []byte {
@@ -330,15 +345,16 @@ func (h *holder) drain(r *os.File, done chan struct{}) {
 	defer close(done)
 	defer r.Close()
 	buf := make([]byte, 32<<10)
+	read := outputReader(r)
 	for {
-		n, err := r.Read(buf)
+		n, err := read(buf)
 		if n > 0 {
 			if h.hub.write(buf[:n]) {
 				time.Sleep(paceStep) // a client lags: let the relay run (bounded)
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, unix.EIO) && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
+			if !errors.Is(err, unix.EIO) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
 				h.log.Debug("holder.drain_end", slog.Any("err", err))
 			}
 			return

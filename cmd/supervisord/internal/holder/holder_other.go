@@ -4,13 +4,21 @@ package holder
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
 )
 
-func run(ctx context.Context, cfg Config, log *slog.Logger) error {
+var errUnassigned = errors.New("holder: channel closed before an assignment")
+
+func await(ctx context.Context, hdir string) (*net.UnixConn, Config, error) {
+	return nil, Config{}, wire.Errorf(api.CodeRuntimeNotImplemented, "the host runtime's holder needs Linux")
+}
+
+func run(ctx context.Context, cfg Config, ch *net.UnixConn, log *slog.Logger) error {
 	return wire.Errorf(api.CodeRuntimeNotImplemented, "the host runtime's holder needs Linux")
 }
 

@@ -6,21 +6,19 @@ import (
 	"time"
 )
 
-// clientQueue bounds each attached client's backlog in chunks (each at
-// most one PTY read, 32 KiB), and clientBacklog in bytes: a client that
-// falls this far behind is dropped; it never blocks the agent or other
-// clients. The sender coalesces queued chunks into frames of up to
-// coalesceMax bytes, so a reader that keeps up on average (a bulk `cat`)
-// is not dropped for the relay's per-frame cost. A PTY read returns at
-// most 4 KiB (n_tty's buffer), so bulk output would otherwise travel as
-// one frame per 4 KiB through two socket hops: when a chunk of at least
-// coalesceBurst bytes arrives and less than coalesceTarget is queued, the
-// sender waits coalesceWait once for more. Interactive output (echo,
-// short lines) is sent at once.
+// clientBacklog bounds each attached client's backlog in bytes: a client
+// that falls this far behind is dropped; it never blocks the agent or
+// other clients. A client's backlog is one byte buffer the drain appends
+// to (no allocation or channel operation per PTY read); its sender swaps
+// it for its own buffer and sends all of it at once, as data frames of at
+// most FrameMax bytes (one writev, see DataWriter). So bulk output travels
+// as large frames, as much as accumulated while the previous ones were
+// written. A PTY read returns at most 4 KiB (n_tty's buffer): when the
+// sender wakes to between coalesceBurst and coalesceTarget bytes, it
+// waits coalesceWait once for more, so bulk output does not go out as a
+// frame per read. Interactive output (echo, short lines) is sent at once.
 const (
-	clientQueue    = 4096
 	clientBacklog  = 4 << 20
-	coalesceMax    = 256 << 10
 	coalesceBurst  = 2 << 10
 	coalesceTarget = 32 << 10
 	coalesceWait   = time.Millisecond
@@ -61,14 +59,24 @@ type hub struct {
 	flushT  *time.Timer // armed while logBuf holds bytes
 }
 
-// client is one attached reader: ch carries output chunks and is closed
-// when the output ends; dropped is closed when the client fell behind.
+// client is one attached reader. ready (capacity 1) is signalled when
+// pend gains bytes or the output ends; dropped is closed when the client
+// fell behind.
 type client struct {
-	ch      chan []byte
+	ready   chan struct{}
 	dropped chan struct{}
-	queued  int           // bytes in ch; guarded by the hub's mu
+	pend    []byte        // output not yet taken by the sender; guarded by the hub's mu
+	ended   bool          // the output ended after pend; guarded by the hub's mu
 	paced   time.Duration // pauses this client caused; guarded by the hub's mu
-	buf     []byte        // take's frame buffer, reused; only the sender uses it
+	spare   []byte        // the buffer take swaps in for pend; only the sender uses it
+}
+
+// signal wakes cl's sender (it may be awake already).
+func (cl *client) signal() {
+	select {
+	case cl.ready <- struct{}{}:
+	default:
+	}
 }
 
 func newHub(size int, log io.Writer) *hub {
@@ -99,26 +107,17 @@ func (h *hub) write(p []byte) (pace bool) {
 			}
 		}
 	}
-	if len(h.clients) == 0 {
-		return false
-	}
-	c := append([]byte(nil), p...)
 	for cl := range h.clients {
-		if cl.queued+len(c) > clientBacklog {
+		if len(cl.pend)+len(p) > clientBacklog {
 			delete(h.clients, cl)
 			close(cl.dropped)
 			continue
 		}
-		select {
-		case cl.ch <- c:
-			cl.queued += len(c)
-			if cl.queued > paceAbove && cl.paced < paceBudget {
-				cl.paced += paceStep
-				pace = true
-			}
-		default:
-			delete(h.clients, cl)
-			close(cl.dropped)
+		cl.pend = append(cl.pend, p...)
+		cl.signal()
+		if len(cl.pend) > paceAbove && cl.paced < paceBudget {
+			cl.paced += paceStep
+			pace = true
 		}
 	}
 	return pace
@@ -149,9 +148,10 @@ func (h *hub) writeLog(p []byte) {
 func (h *hub) subscribe() ([]byte, *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	cl := &client{ch: make(chan []byte, clientQueue), dropped: make(chan struct{})}
+	cl := &client{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
 	if h.ended {
-		close(cl.ch)
+		cl.ended = true
+		cl.signal()
 	} else {
 		h.clients[cl] = struct{}{}
 	}
@@ -165,8 +165,8 @@ func (h *hub) unsubscribe(cl *client) {
 	delete(h.clients, cl)
 }
 
-// end marks the output finished: every client's channel is closed after
-// the chunks already queued.
+// end marks the output finished: every client's sender gets what is
+// pending, then the end.
 func (h *hub) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -176,50 +176,29 @@ func (h *hub) end() {
 	}
 	h.ended = true
 	for cl := range h.clients {
-		close(cl.ch)
+		cl.ended = true
+		cl.signal()
 		delete(h.clients, cl)
 	}
 }
 
-// take appends to first (the chunk just received for cl) whatever else is
-// queued, up to coalesceMax bytes, waiting coalesceWait once for more when
-// first looks like bulk output (see coalesceBurst). It stops early when
-// the output has ended; the caller's next receive then sees the end. The
-// result may alias cl's buffer: it is valid until the next take.
-func (h *hub) take(cl *client, first []byte) []byte {
-	out := first
-	n := len(first)
-	waited := len(first) < coalesceBurst
-	for len(out) < coalesceMax {
-		select {
-		case b, ok := <-cl.ch:
-			if !ok {
-				h.consumed(cl, n)
-				return out
-			}
-			if len(out) == len(first) {
-				if cap(cl.buf) == 0 {
-					cl.buf = make([]byte, 0, coalesceMax+32<<10)
-				}
-				out = append(cl.buf[:0], first...)
-			}
-			out = append(out, b...)
-			n += len(b)
-			continue
-		default:
-		}
-		if waited || len(out) >= coalesceTarget {
-			break
-		}
-		waited = true
+// take returns everything pending for cl (its sender calls it when ready
+// is signalled) and whether the output ended after it. When the pending
+// bytes look like the start of bulk output (see coalesceBurst) it first
+// waits coalesceWait once for more. The result is valid until the next
+// take: the two buffers alternate, so the drain appends to one while the
+// sender writes the other.
+func (h *hub) take(cl *client) (b []byte, ended bool) {
+	h.mu.Lock()
+	n, ended := len(cl.pend), cl.ended
+	h.mu.Unlock()
+	if !ended && n >= coalesceBurst && n < coalesceTarget {
 		time.Sleep(coalesceWait)
 	}
-	h.consumed(cl, n)
-	return out
-}
-
-func (h *hub) consumed(cl *client, n int) {
 	h.mu.Lock()
-	cl.queued -= n
+	b, ended = cl.pend, cl.ended
+	cl.pend = cl.spare[:0]
 	h.mu.Unlock()
+	cl.spare = b
+	return b, ended
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/matryer/is"
 )
 
-// TestHubCoalescesBulkOutput guards against one frame per PTY read: chunks
-// queued for a client are taken as one frame.
+// TestHubCoalescesBulkOutput guards against one frame per PTY read:
+// output pending for a client is taken at once, the two buffers alternate
+// without the drain overwriting what the sender still writes, and the end
+// comes after the last output.
 func TestHubCoalescesBulkOutput(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -19,9 +21,18 @@ func TestHubCoalescesBulkOutput(t *testing.T) {
 	for range 16 {
 		h.write(chunk)
 	}
-	out := h.take(cl, <-cl.ch)
-	is.Equal(len(out), 16*len(chunk)) // all queued chunks in one frame
-	is.Equal(cl.queued, 0)
+	<-cl.ready
+	out, ended := h.take(cl)
+	is.Equal(len(out), 16*len(chunk)) // everything pending, as one take
+	is.True(!ended)
+	h.write([]byte("second"))
+	is.True(bytes.Equal(out, bytes.Repeat(chunk, 16))) // untouched while the sender writes it
+	h.write([]byte(" take"))
+	h.end()
+	<-cl.ready
+	out, ended = h.take(cl)
+	is.Equal(string(out), "second take")
+	is.True(ended)
 }
 
 // TestHubLogIsFlushedAtEnd guards against buffered log bytes that never

@@ -19,9 +19,8 @@ type rotator struct {
 	size  int64
 }
 
-func newRotator(path string, max int64, files int) (*rotator, error) {
-	r := &rotator{path: path, max: max, files: max1(files)}
-	return r, r.open()
+func newRotator(path string, max int64, files int) *rotator {
+	return &rotator{path: path, max: max, files: max1(files)}
 }
 
 func max1(n int) int {
@@ -47,6 +46,11 @@ func (r *rotator) open() error {
 
 // Write appends p, rotating first when it would pass the cap.
 func (r *rotator) Write(p []byte) (int, error) {
+	if r.f == nil {
+		if err := r.open(); err != nil {
+			return 0, err
+		}
+	}
 	if r.size+int64(len(p)) > r.max && r.size > 0 {
 		if err := r.rotate(); err != nil {
 			return 0, err
@@ -59,6 +63,7 @@ func (r *rotator) Write(p []byte) (int, error) {
 
 func (r *rotator) rotate() error {
 	r.f.Close()
+	r.f = nil
 	if r.files == 1 {
 		os.Remove(r.path)
 	} else {
@@ -71,5 +76,10 @@ func (r *rotator) rotate() error {
 	return r.open()
 }
 
-// Close closes the current file.
-func (r *rotator) Close() error { return r.f.Close() }
+// Close closes the current file, if one was opened.
+func (r *rotator) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	return r.f.Close()
+}

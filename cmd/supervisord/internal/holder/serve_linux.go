@@ -4,11 +4,11 @@ package holder
 
 import (
 	"context"
+	"net"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/rpc"
@@ -87,7 +87,7 @@ func (h *holder) resize(rows, cols uint16) error {
 	if isClosed(leaderDone) {
 		return errExited
 	}
-	return pty.Setsize(p, &pty.Winsize{Rows: rows, Cols: cols})
+	return setSize(p, rows, cols)
 }
 
 // input writes b to the PTY (dropped without one, or after exit).
@@ -107,10 +107,11 @@ func (h *holder) input(b []byte) {
 func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
 	snap, cl := h.hub.subscribe()
 	defer h.hub.unsubscribe(cl)
-	// Data frames are written pre-encoded (AppendDataFrame) into one
-	// reused buffer; wmu keeps them and st.Send's frames whole.
+	setSendBuffer(st.Conn())
+	// Data frames are written without copying the output (DataWriter);
+	// wmu keeps them and st.Send's frames whole.
 	var wmu sync.Mutex
-	var fbuf []byte
+	var dw DataWriter
 	send := func(f *wire.StreamFrame) error {
 		wmu.Lock()
 		defer wmu.Unlock()
@@ -120,10 +121,8 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 	sendData := func(b []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		fbuf = AppendDataFrame(fbuf[:0], b)
 		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
-		_, err := st.Conn().Write(fbuf)
-		return err
+		return dw.Write(st.Conn(), b)
 	}
 	recvDone := make(chan error, 1)
 	go func() {
@@ -159,12 +158,15 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 	}
 	for {
 		select {
-		case b, ok := <-cl.ch:
-			if !ok {
-				return h.sendExit(ctx, send)
+		case <-cl.ready:
+			b, ended := h.hub.take(cl)
+			if len(b) > 0 {
+				if err := sendData(b); err != nil {
+					return nil
+				}
 			}
-			if err := sendData(h.hub.take(cl, b)); err != nil {
-				return nil
+			if ended {
+				return h.sendExit(ctx, send)
 			}
 		case <-cl.dropped:
 			_ = send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeStreamSlow, Msg: "client fell behind the output and was dropped"})
@@ -193,4 +195,18 @@ func (h *holder) sendExit(ctx context.Context, send func(*wire.StreamFrame) erro
 	h.mu.Unlock()
 	_ = send(&wire.StreamFrame{T: wire.StreamExit, Status: code})
 	return nil
+}
+
+// sendBuffer is the send buffer of an attach connection: room for a few
+// frames of FrameMax bytes, so that a sender hands a whole frame to the
+// kernel and the reader takes it in one read, instead of the two sides
+// taking turns at the default ~200 KiB (wmem_default). The kernel caps it
+// at net.core.wmem_max.
+const sendBuffer = 4 * FrameMax
+
+// setSendBuffer sets c's send buffer to sendBuffer when c is a socket.
+func setSendBuffer(c net.Conn) {
+	if s, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+		_ = s.SetWriteBuffer(sendBuffer)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // lookPath resolves argv0 against the agent's PATH (not the holder's).
@@ -77,6 +78,10 @@ func (h *holder) start(env []string) (*os.File, error) {
 			}
 			tty.Chmod(0o620)
 		}
+		if master, err = pollable(master); err != nil {
+			tty.Close()
+			return nil, err
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		attr.Setctty, attr.Ctty = true, 0
 		out, closeAfter = master, tty
@@ -106,4 +111,47 @@ func (h *holder) start(env []string) (*os.File, error) {
 	}
 	cmd.Process.Release() // the reaper waits, never os/exec
 	return out, nil
+}
+
+// pollable returns f as a non-blocking *os.File served by Go's poller, and
+// closes f. creack/pty's Open leaves the master in blocking mode (its
+// ioctls go through File.Fd), so each read that finds no output would
+// block a thread in the kernel, and with the holder's single P the Go
+// scheduler hands the P back and forth on every such read (docs
+// /supervisord.md, "Attach"). A pollable master also honours write
+// deadlines (input). Its ioctls must then go through SyscallConn (setSize),
+// never File.Fd, which would make it blocking again.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	var fd int
+	var err error
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	if cerr := rc.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setSize sets the terminal size of a PTY master made by pollable.
+func setSize(master *os.File, rows, cols uint16) error {
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := rc.Control(func(fd uintptr) {
+		err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }

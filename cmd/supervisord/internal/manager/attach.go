@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"net"
 	"sync"
 	"time"
 
@@ -21,11 +22,13 @@ func (m *Manager) OpenAttach(ctx context.Context, call *rpc.Call, req *api.Attac
 	if err != nil {
 		return nil, err
 	}
+	if isContainer(md) {
+		return nil, errNoTerminal() // container.go
+	}
 	if terminal(md.State) || m.ended(ctx, md, false) {
 		return nil, wire.Errorf(api.CodeInstanceExited, "instance %s has ended", md.ID)
 	}
-	c := m.holderClient(md.ID, holderTimeout)
-	hs, err := c.OpenStream(ctx, holder.OpAttach, &holder.AttachRequest{Rows: req.Rows, Cols: req.Cols}, nil)
+	hc, err := openHolderAttach(ctx, m.sockPath(md.ID), &holder.AttachRequest{Rows: req.Rows, Cols: req.Cols}, holderTimeout)
 	if err != nil {
 		if !m.holderAlive(md.ID) {
 			if m.ended(ctx, md, true) {
@@ -35,7 +38,7 @@ func (m *Manager) OpenAttach(ctx context.Context, call *rpc.Call, req *api.Attac
 		}
 		return nil, err
 	}
-	m.streams.Store(string(call.ID), hs)
+	m.streams.Store(string(call.ID), hc)
 	return &api.AttachResponse{State: md.State}, nil
 }
 
@@ -56,34 +59,41 @@ func (m *Manager) ended(ctx context.Context, md *store.Metadata, holderGone bool
 }
 
 // AttachStream relays frames between the client and the holder until
-// either side ends. A client that cannot take a frame for 5 s is dropped;
-// the holder's own bounded queue keeps it from blocking the agent.
+// either side ends. Data frames from the holder that are byte for byte
+// canonical (holder.IsDataFrame) are forwarded as they are; any other
+// frame is decoded (and so validated) and sent again. A client that
+// cannot take a frame for 5 s is dropped; the holder's own bounded queue
+// keeps it from blocking the agent.
 func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
 	v, ok := m.streams.LoadAndDelete(string(call.ID))
 	if !ok {
 		return wire.Errorf(wire.CodeInternal, "attach stream was not opened")
 	}
-	hs := v.(*rpc.Stream)
+	hc := v.(*net.UnixConn)
+	setSendBuffer(st.Conn())
 	var wg sync.WaitGroup
 	var once sync.Once
-	closeBoth := func() { once.Do(func() { hs.Close(); st.Close() }) }
+	closeBoth := func() { once.Do(func() { hc.Close(); st.Close() }) }
 	wg.Add(2)
 	go func() { // holder → client
 		defer wg.Done()
 		defer closeBoth()
-		var fbuf []byte // data frames: re-encoded once, without a payload copy
+		fr := frameReader{c: hc}
 		for {
-			f, err := hs.Recv() // validates the frame
+			frame, err := fr.next()
+			var f *wire.StreamFrame
+			if err == nil && !holder.IsDataFrame(frame[4:]) {
+				f, err = wire.DecodeStreamFrame(frame[4:]) // validates it
+			}
 			if err != nil {
 				st.Conn().SetWriteDeadline(time.Now().Add(time.Second))
 				_ = st.Send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeInstanceNotRunning, Msg: "the holder ended the stream"})
 				return
 			}
+			// Only this goroutine writes to st while the relay runs.
 			st.Conn().SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if f.T == wire.StreamData && len(f.B) > 0 {
-				// Only this goroutine writes to st while the relay runs.
-				fbuf = holder.AppendDataFrame(fbuf[:0], f.B)
-				if _, err := st.Conn().Write(fbuf); err != nil {
+			if f == nil {
+				if _, err := st.Conn().Write(frame); err != nil {
 					return
 				}
 				continue
@@ -101,8 +111,12 @@ func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stre
 			if err != nil {
 				return
 			}
-			hs.Conn().SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if err := hs.Send(f); err != nil {
+			payload, err := wire.Marshal(f)
+			if err != nil {
+				return
+			}
+			hc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if err := wire.WriteFrame(hc, payload, 0); err != nil {
 				return
 			}
 			if f.Ends() {
@@ -116,4 +130,16 @@ func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stre
 	defer stop()
 	wg.Wait()
 	return nil
+}
+
+// sendBuffer is the send buffer of the client's attach connection, as
+// the holder's (room for a few frames of holder.FrameMax bytes); the
+// kernel caps it at net.core.wmem_max.
+const sendBuffer = 4 * holder.FrameMax
+
+// setSendBuffer sets c's send buffer to sendBuffer when c is a socket.
+func setSendBuffer(c net.Conn) {
+	if s, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+		_ = s.SetWriteBuffer(sendBuffer)
+	}
 }

@@ -55,6 +55,10 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 	if terminal(md.State) {
 		return
 	}
+	if isContainer(md) {
+		m.reconcileContainer(ctx, md) // container.go
+		return
+	}
 	id := md.ID
 	var ex store.ExitRecord
 	if err := m.st.ReadJSON(id, store.FileExit, &ex); err == nil {
@@ -81,7 +85,7 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 		_ = m.st.Save(md)
 		return
 	}
-	if md.State == api.StateCreated {
+	if md.State == api.StateCreated && md.Intent == nil {
 		var in store.Intent
 		if m.st.ReadJSON(id, store.FileIntent, &in) != nil {
 			return // never started
@@ -125,6 +129,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		unlock := m.lock(id)
 		md, err := m.st.Load(id)
 		if err == nil {
+			m.readopt(md) // container instances: raise the fence (container.go)
 			m.reconcile(ctx, md)
 			m.cfg.Logger.Info("instance.reconciled", slog.String("instance", id), slog.String("state", md.State))
 		} else {

@@ -47,6 +47,9 @@ func (m *Manager) Logs(ctx context.Context, req *api.LogsRequest) (*api.LogsResp
 	if err != nil {
 		return nil, err
 	}
+	if isContainer(md) {
+		return m.containerLogs(ctx, md, req) // container.go
+	}
 	if req.Follow {
 		return &api.LogsResponse{Warning: m.Warning()}, nil
 	}

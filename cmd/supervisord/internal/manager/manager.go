@@ -4,6 +4,7 @@
 package manager
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	api "hostkit.dev/lib/api/supervisordapi"
 
+	"hostkit.dev/cmd/supervisord/internal/container"
 	"hostkit.dev/cmd/supervisord/internal/egress"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -29,6 +31,12 @@ type Config struct {
 	Tmux               string // the tmux binary (session_backend tmux); "" = tmux in PATH
 	Logger             *slog.Logger
 	Egress             *egress.Client // stages leases and registers bundles; nil: credentialed provisioning fails closed
+	HolderPool         int            // holders kept started and idle (0: each provision starts its own); at most MaxHolderPool
+
+	// Containers runs runtime container instances through the
+	// containerization-helper (container.go); nil: they fail with
+	// runtime.unavailable.
+	Containers *container.Runtime
 }
 
 // Manager owns every instance directory.
@@ -42,6 +50,7 @@ type Manager struct {
 	uids    map[string]int // instance → agent uid, guarded by uidMu
 	streams sync.Map       // call id → holder stream opened by the attach handler
 	lost    lostSeen       // instances whose credentials_lost event was logged
+	pool    *holderPool    // filled by RunPool
 
 	uidsLoaded bool // the instances on disk were read into uids; guarded by uidMu
 }
@@ -54,7 +63,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.LogFiles < 1 {
 		cfg.LogFiles = 1
 	}
-	m := &Manager{cfg: cfg, st: store.Store{Root: filepath.Join(cfg.StateDir, "instances")}, root: os.Geteuid() == 0, locks: map[string]*sync.Mutex{}, uids: map[string]int{}}
+	m := &Manager{cfg: cfg, st: store.Store{Root: filepath.Join(cfg.StateDir, "instances")}, root: os.Geteuid() == 0, locks: map[string]*sync.Mutex{}, uids: map[string]int{},
+		pool: newHolderPool(cfg.Exe, cfg.HolderDir, cfg.HolderPool, cfg.Logger)}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -63,6 +73,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// RunPool keeps Config.HolderPool holders started and idle until ctx ends,
+// then ends them (docs/supervisord.md, "Holder pool"); provisions take
+// from the pool and start their own holder when it is empty or not running.
+func (m *Manager) RunPool(ctx context.Context) { m.pool.run(ctx) }
 
 // Isolated reports whether agents run under their own uid.
 func (m *Manager) Isolated() bool { return m.root }

@@ -35,6 +35,9 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 	id := req.InstanceID
 	unlock := m.lock(id)
 	defer unlock()
+	if req.Runtime == api.RuntimeContainer {
+		return m.provisionContainer(ctx, dg, req) // container.go: the same contract, through the helper
+	}
 	if err := m.st.Create(id); err != nil {
 		if !errors.Is(err, os.ErrExist) {
 			return nil, err
@@ -88,7 +91,7 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 
 // create writes agent.env and metadata.json of a new instance directory,
 // atomically but not yet durably (spawn, or Provision without start, calls
-// store.Sync); grant's variables (egress) override the request's env.
+// syncRecord); grant's variables (egress) override the request's env.
 func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress.Grant) (*store.Metadata, error) {
 	uid := -1
 	if m.root {
@@ -123,6 +126,10 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 	if req.Network != nil {
 		md.Spec.Network, md.Spec.Allow = req.Network.Mode, req.Network.Allow
 	}
+	if req.Start {
+		// The intent goes in this write: no extra file on the spawn path.
+		md.Intent = &store.Intent{Nonce: newNonce(), CreatedAt: now}
+	}
 	if err := m.backendSpec(md); err != nil {
 		return md, err
 	}
@@ -132,10 +139,7 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 // syncRecord makes instance id's record durable: agent.env, metadata.json,
 // the instance directory and its entry in the instances directory.
 func (m *Manager) syncRecord(id string) error {
-	if err := store.Sync(m.st.Dir(id), store.FileAgentEnv, store.FileMetadata); err != nil {
-		return err
-	}
-	return store.Sync(m.st.Root)
+	return store.SyncAll(m.st.Path(id, store.FileAgentEnv), m.st.Path(id, store.FileMetadata), m.st.Dir(id), m.st.Root)
 }
 
 // agentEnv is the exact environment the agent gets (agent.env).

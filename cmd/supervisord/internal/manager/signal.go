@@ -39,6 +39,9 @@ func (m *Manager) Signal(ctx context.Context, id, sig string) error {
 	if err != nil {
 		return err
 	}
+	if isContainer(md) {
+		return errNoSignal() // container.go
+	}
 	if terminal(md.State) || !m.holderAlive(md.ID) {
 		return wire.Errorf(api.CodeInstanceNotRunning, "instance %s is not running", md.ID)
 	}

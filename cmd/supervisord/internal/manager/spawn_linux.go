@@ -3,14 +3,10 @@
 package manager
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -23,86 +19,88 @@ import (
 // spawnTimeout bounds the wait for a holder's ready line.
 const spawnTimeout = 15 * time.Second
 
-// spawn writes the intent record, starts the holder in a session of its
-// own (so it outlives supervisord) and waits for its ready line on fd 3.
-// While the holder starts, the instance record (agent.env, metadata.json)
-// is made durable; the intent record and the post-spawn metadata are only
-// atomic (docs/supervisord.md, "Durability"). The caller holds the
-// instance lock.
+// spawn takes a holder (an idle one from the pool, else a freshly started
+// one; each in a session of its own, so it outlives supervisord), gives it
+// the instance and waits for its Ready message, then for holder.json.
+// The intent record (md.Intent) is in the metadata.json that create
+// wrote. Once the agent runs, the post-spawn metadata.json is written and
+// the instance record (agent.env, metadata.json, their directory entries)
+// made durable, while the audit "after" record is fsynced and the holder
+// writes holder.json: on ext4 those fsyncs share one journal commit, where
+// a sync running during the holder's start made each of its file
+// operations wait for commits (docs/supervisord.md, "Durability"). The
+// caller holds the instance lock.
 func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	id := md.ID
-	synced := make(chan error, 1)
-	go func() { synced <- m.syncRecord(id) }()
-	nonce := newNonce()
-	if err := store.WriteJSONAtomic(m.st.Path(id, store.FileIntent), store.Intent{Nonce: nonce, CreatedAt: time.Now().UnixMilli()}); err != nil {
-		return err
+	if md.Intent == nil { // create writes it with the first metadata.json
+		md.Intent = &store.Intent{Nonce: newNonce(), CreatedAt: time.Now().UnixMilli()}
+		if err := m.st.SaveAtomic(md); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(m.cfg.HolderDir, 0o700); err != nil {
 		return err
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
+	a := holder.Assignment{Dir: m.st.Dir(id), Sock: m.sockPath(id), Nonce: md.Intent.Nonce}
+	r, ph, err := m.assign(a)
+	m.pool.refill()
+	if ph != nil {
+		// The answer waits for holder.json too (written by the holder
+		// right after its Ready message, while we save metadata.json):
+		// once acknowledged, an instance has both records.
+		defer ph.recorded(time.Now().Add(spawnTimeout))
 	}
-	defer pr.Close()
-	errf, err := os.OpenFile(m.st.Path(id, store.FileHolderErr), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		pw.Close()
-		return err
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder did not report ready in time", err)
+	case err != nil:
+		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder ended before it was ready", err)
 	}
-	cmd := exec.Command(m.cfg.Exe, "holder", "-dir", m.st.Dir(id), "-sock", m.sockPath(id), "-nonce", nonce)
-	cmd.Env = []string{"PATH=" + DefaultPath}
-	cmd.Stderr = errf
-	cmd.ExtraFiles = []*os.File{pw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
-	pw.Close()
-	errf.Close()
-	if err != nil {
-		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder could not start", err)
-	}
-	go cmd.Wait() // reap the holder if it ends while we run; it owns its tree
-	type result struct {
-		r   holder.Ready
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var res result
-		line, err := bufio.NewReader(pr).ReadBytes('\n')
-		if err == nil {
-			err = json.Unmarshal(line, &res.r)
-		}
-		res.err = err
-		done <- res
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(spawnTimeout):
-		pr.Close()
-		return wire.Errorf(api.CodeInstanceSpawnFailed, "the holder did not report ready in time")
-	}
-	if res.err != nil {
-		return wire.Wrap(api.CodeInstanceSpawnFailed, "the holder ended before it was ready", res.err)
-	}
-	if res.r.Error != "" {
+	if r.Error != "" {
 		code := api.CodeInstanceSpawnFailed
-		if res.r.Code == api.CodeRuntimeUnavailable { // e.g. no network namespace: never a fallback
-			code = res.r.Code
+		if r.Code == api.CodeRuntimeUnavailable { // e.g. no network namespace: never a fallback
+			code = r.Code
 		}
-		return wire.Errorf(code, "the agent could not start: %s", res.r.Error)
+		return wire.Errorf(code, "the agent could not start: %s", r.Error)
 	}
-	rec := res.r.Record
+	// The agent runs: from here on the provision succeeds, so its audit
+	// "after" record may be written while the rest finishes.
+	decided(ctx)
+	rec := r.Record
 	md.Holder, md.Agent, md.PGID, md.StartedAt = rec.Holder, rec.Agent, rec.PGID, rec.StartedAt
 	md.State = api.StateRunning
 	md.UpdatedAt = time.Now().UnixMilli()
-	if err := <-synced; err != nil {
+	if err := m.st.SaveAtomic(md); err != nil {
+		// holder.json holds the same facts, and reconcile reads it: not
+		// a reason to report a running agent as failed.
+		m.cfg.Logger.Error("instance.save", slog.String("instance", id), slog.Any("err", err))
+	}
+	if err := m.syncRecord(id); err != nil { // with the post-spawn metadata.json
 		// The agent runs; only its record's survival of a host crash is
 		// in doubt. Not a reason to report a running instance as failed.
 		m.cfg.Logger.Error("instance.sync", slog.String("instance", id), slog.Any("err", err))
 	}
-	return m.st.SaveAtomic(md)
+	return nil
 }
 
-var errNoHolder = errors.New("manager: holder is not running")
+// assign gives instance a to a holder and returns its Ready message and
+// the holder (nil when none took the assignment), whose recorded the
+// caller must call. A pooled holder that cannot take the assignment (it
+// died while idle) is replaced once by a fresh one: the assignment never
+// reached it, so nothing of the instance happened there.
+func (m *Manager) assign(a holder.Assignment) (holder.Ready, *pooledHolder, error) {
+	var err error
+	for try := 0; try < 2; try++ {
+		var ph *pooledHolder
+		if ph, err = m.pool.get(); err != nil {
+			return holder.Ready{}, nil, err
+		}
+		r, sent, aerr := ph.assign(a, spawnTimeout)
+		if sent {
+			return r, ph, aerr
+		}
+		err = aerr
+		ph.discard()
+	}
+	return holder.Ready{}, nil, err
+}

@@ -55,6 +55,9 @@ func (m *Manager) statusLocked(ctx context.Context, md *store.Metadata) *api.Ins
 
 // status merges the holder's live status, without any lock.
 func (m *Manager) status(ctx context.Context, md *store.Metadata) *api.Instance {
+	if isContainer(md) {
+		return m.containerStatus(ctx, md) // container.go
+	}
 	if terminal(md.State) || md.State == api.StateCreated {
 		return m.view(md, nil)
 	}
@@ -103,6 +106,9 @@ func (m *Manager) Stop(ctx context.Context, id string) (*api.Instance, error) {
 	}
 	unlock := m.lock(md.ID)
 	defer unlock()
+	if isContainer(md) {
+		return m.stopContainer(ctx, md) // container.go
+	}
 	m.stopLocked(ctx, md)
 	return m.view(md, nil), nil
 }
@@ -144,6 +150,9 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	}
 	unlock := m.lock(md.ID)
 	defer unlock()
+	if isContainer(md) {
+		return m.destroyContainer(ctx, md) // container.go
+	}
 	m.stopLocked(ctx, md)
 	if m.holderAlive(md.ID) {
 		return wire.Errorf(wire.CodeInternal, "the holder of %s did not end; not destroyed", md.ID)

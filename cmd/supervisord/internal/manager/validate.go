@@ -21,8 +21,11 @@ func (m *Manager) normalize(req *api.ProvisionRequest) error {
 	switch req.Runtime {
 	case "", api.RuntimeHost:
 		req.Runtime = api.RuntimeHost
+		if req.Image != nil {
+			return wire.Errorf(api.CodeInstanceInvalid, "image needs runtime container")
+		}
 	case api.RuntimeContainer:
-		return wire.Errorf(api.CodeRuntimeUnavailable, "the container runtime is not available (no containerization-helper); it is never run on the host")
+		return m.normalizeContainer(req) // container.go: through the helper, never on the host
 	default:
 		return wire.Errorf(api.CodeInstanceInvalid, "runtime must be host or container")
 	}

@@ -24,7 +24,7 @@ func WriteJSON(path string, v any) error {
 // without fsync: every process sees the old or the new file, also after a
 // crash of any process, but a host crash may lose it (docs/supervisord.md,
 // "Durability"). Use it only for records that die with the host anyway,
-// or call Sync before relying on it.
+// or call SyncAll before relying on it.
 func WriteJSONAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -39,32 +39,39 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return writeFile(path, data, perm, true)
 }
 
-// WriteFileAtomic is WriteFile without fsync; Sync makes it durable.
+// WriteFileAtomic is WriteFile without fsync; SyncAll makes it durable.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return writeFile(path, data, perm, false)
 }
 
-// Sync makes files written with WriteFileAtomic or WriteJSONAtomic, and
-// their names in dir, durable: fsync of each file, then of dir.
-func Sync(dir string, names ...string) error {
-	for _, n := range names {
-		f, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			return fmt.Errorf("store.Sync: %w", err)
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("store.Sync: %w", err)
+// SyncAll fsyncs every path (files or directories) at once, one goroutine
+// each, and returns the first error. Every write and rename the paths must
+// cover has to be complete when it is called. On a journalling file system
+// concurrent fsyncs share a journal commit, where a sequence pays one
+// commit or cache flush each.
+func SyncAll(paths ...string) error {
+	errs := make(chan error, len(paths))
+	for _, p := range paths {
+		go func() { errs <- fsync(p) }()
+	}
+	var first error
+	for range paths {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	d, err := os.Open(dir)
+	return first
+}
+
+func fsync(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("store.Sync: %w", err)
+		return fmt.Errorf("store.SyncAll: %w", err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("store.Sync: %w", err)
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("store.SyncAll: %w", err)
 	}
 	return nil
 }

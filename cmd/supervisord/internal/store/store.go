@@ -24,7 +24,7 @@ const SchemaVersion = 1
 const (
 	FileMetadata  = "metadata.json"
 	FileAgentEnv  = "agent.env"
-	FileIntent    = "intent.json"
+	FileIntent    = "intent.json" // read only: older versions wrote the intent here, now Metadata.Intent
 	FileHolder    = "holder.json" // written by the holder once the agent started
 	FileExit      = "exit.json"   // written by the holder when the tree is gone
 	FileLog       = "output.log"  // rotated as output-<time>.log by lumberjack
@@ -74,10 +74,13 @@ type Metadata struct {
 	ExitedAt      int64                `json:"exited_at,omitempty"`
 	UpdatedAt     int64                `json:"updated_at"`
 	Restarts      int                  `json:"restarts,omitempty"` // on-failure restarts (from exit.json once ended)
+	Intent        *Intent              `json:"intent,omitempty"`   // the last spawn's intent, saved before its holder is assigned
 }
 
-// Intent is intent.json, written before a holder is spawned so that a
-// crash between spawn and metadata can be reconciled.
+// Intent records, before a holder is given an instance, that a spawn was
+// attempted, so that a crash between spawn and metadata can be
+// reconciled. It is part of the metadata.json written before the spawn
+// (older versions wrote it to intent.json).
 type Intent struct {
 	Nonce     string `json:"nonce"`
 	CreatedAt int64  `json:"created_at"`
@@ -181,7 +184,7 @@ func (s Store) Save(m *Metadata) error {
 }
 
 // SaveAtomic writes metadata.json atomically without fsync (see
-// WriteJSONAtomic); Sync makes it durable.
+// WriteJSONAtomic); SyncAll makes it durable.
 func (s Store) SaveAtomic(m *Metadata) error {
 	m.SchemaVersion = SchemaVersion
 	return WriteJSONAtomic(s.Path(m.ID, FileMetadata), m)
