@@ -94,10 +94,6 @@ type srvConn struct {
 	wbuf []byte
 	idle *atomic.Bool // set while waiting for a request
 	lg   *slog.Logger
-	// authed and authErr cache Config.Authenticate's verdict for this
-	// connection: the peer is checked once, at its first request.
-	authed  bool
-	authErr error
 }
 
 // log returns the connection's logger, with the daemon and peer fields.
@@ -288,11 +284,8 @@ func (s *Server) admit(c *srvConn, req *wire.Request) (*Op, *Call, error) {
 		return nil, nil, wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
 	}
 	if s.cfg.Authenticate != nil {
-		if !c.authed {
-			c.authed, c.authErr = true, authError(s.cfg.Authenticate(c.Peer))
-		}
-		if c.authErr != nil {
-			return nil, nil, c.authErr
+		if err := authError(s.cfg.Authenticate(c.Peer)); err != nil {
+			return nil, nil, err
 		}
 	}
 	op, ok := s.ops[req.Op]

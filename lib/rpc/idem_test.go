@@ -156,7 +156,7 @@ func TestPeerDenied(t *testing.T) {
 		is.Equal(evs[0].Op, "health")
 		is.Equal(h.counter.Load(), int64(0))
 	})
-	t.Run("authenticate refuses once per connection", func(t *testing.T) {
+	t.Run("authenticate refuses at connect", func(t *testing.T) {
 		t.Parallel()
 		is := is.New(t)
 		var calls atomic.Int64
@@ -175,7 +175,24 @@ func TestPeerDenied(t *testing.T) {
 			is.True(!strings.Contains(err.Error(), "allowlist")) // the reason stays local
 		}
 		is.Equal(h.counter.Load(), int64(0))
-		is.True(calls.Load() >= 1 && calls.Load() <= 3) // once per connection
+		is.True(calls.Load() >= 1)
+		is.True(len(h.events.find(wire.CodePeerDenied)) >= 1) // audited
+	})
+	t.Run("authenticate is asked again before each request", func(t *testing.T) {
+		t.Parallel()
+		is := is.New(t)
+		var calls, allowFor atomic.Int64
+		allowFor.Store(2) // the accept and the first request pass; then the peer "exec'ed"
+		h := start(t, options{cfg: func(c *Config) {
+			c.Authenticate = func(sock.Peer) error {
+				if calls.Add(1) > allowFor.Load() {
+					return wire.Errorf(wire.CodePeerDenied, "peer is not allowed")
+				}
+				return nil
+			}
+		}})
+		is.NoErr(h.client.Call(t.Context(), "health", nil, nil))
+		asWire(t, h.client.Call(t.Context(), "health", nil, nil), wire.CodePeerDenied)
 	})
 	t.Run("authenticate allows", func(t *testing.T) {
 		t.Parallel()

@@ -65,11 +65,14 @@ type Config struct {
 	OnIdle      func()                       // idle-shutdown hook
 	Now         func() time.Time             // default time.Now
 	Limits      wire.Limits                  // decoder caps
-	// Authenticate, when set, is a second check after the role check: it
-	// runs once per connection, at its first request, with the peer's
-	// kernel credentials (e.g. the helper's executable-hash allowlist).
-	// A *wire.Error reaches the peer as is; any other error as
-	// peer.denied. Every request on a refused connection is refused.
+	// Authenticate, when set, is a second check after the role check,
+	// with the peer's kernel credentials (e.g. the helper's
+	// executable-hash allowlist). It runs when a connection is accepted,
+	// before the connection takes a regular slot (a refused peer is
+	// answered and disconnected at once), and again before every request
+	// (the peer may have exec'ed another program since), so it must be
+	// cheap when nothing changed. A *wire.Error reaches the peer as is;
+	// any other error as peer.denied.
 	Authenticate func(sock.Peer) error
 }
 
@@ -81,6 +84,7 @@ type Server struct {
 	idem    *idemStore
 	sem     chan struct{}
 	denySem chan struct{} // slots for peers that hold no role: they never take a role holder's slot
+	authSem chan struct{} // slots for connections whose peer Authenticate has not yet accepted
 	active  atomic.Int64
 	lastAct atomic.Int64 // unix nanos of the last connection close
 	wg      sync.WaitGroup
@@ -126,6 +130,7 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 		// small pool of its own, so idle connections from users who may
 		// reach the socket but hold no role cannot lock role holders out.
 		denySem: make(chan struct{}, max(1, cfg.MaxConns/8)),
+		authSem: make(chan struct{}, max(1, cfg.MaxConns/8)),
 		conns:   make(map[*sock.Conn]*atomic.Bool),
 	}
 	for i := range ops {
@@ -179,6 +184,10 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 			err = aerr
 			break
 		}
+		if s.cfg.Authenticate != nil && s.cfg.Roles.Any(c.Peer.UID) {
+			s.authenticate(ctx, hctx, c)
+			continue
+		}
 		sem := s.sem
 		if !s.cfg.Roles.Any(c.Peer.UID) {
 			sem = s.denySem
@@ -206,6 +215,45 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 		<-idleDone
 	}
 	return err
+}
+
+// authenticate runs Config.Authenticate for a new connection off the
+// accept loop (hashing a peer's executable can take milliseconds), in a
+// small pool of its own: a peer that holds a role but fails the check
+// never takes one of the role holders' connection slots, and is refused
+// before it can send a request. A peer that passes takes a regular slot
+// (or gets server.busy).
+func (s *Server) authenticate(ctx, hctx context.Context, c *sock.Conn) {
+	select {
+	case s.authSem <- struct{}{}:
+	default:
+		s.refuse(c, wire.CodeServerBusy, "too many connections")
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := authError(s.cfg.Authenticate(c.Peer))
+		<-s.authSem
+		if err != nil {
+			we := wire.AsError(err)
+			if s.cfg.Audit != nil {
+				s.cfg.Audit(ctx, Event{Op: "connect", Peer: c.Peer, Outcome: "denied", Code: we.Code})
+			}
+			s.refuseRetry(c, we.Code, we.Msg, we.Retry)
+			return
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			s.refuse(c, wire.CodeServerBusy, "too many connections")
+			return
+		}
+		defer func() { <-s.sem }()
+		idle := s.track(c, true)
+		defer s.track(c, false)
+		s.serveConn(ctx, hctx, c, idle)
+	}()
 }
 
 // closeIdle ends the connections that wait for a request: their pending
@@ -283,8 +331,13 @@ func (s *Server) watchIdle(ctx context.Context, done chan struct{}) {
 
 // refuse answers a connection that will not be served once and closes it.
 func (s *Server) refuse(c *sock.Conn, code, msg string) {
+	s.refuseRetry(c, code, msg, wire.RetrySafe)
+}
+
+// refuseRetry is refuse with the retry hint the peer gets.
+func (s *Server) refuseRetry(c *sock.Conn, code, msg string, retry wire.Retry) {
 	c.SetWriteDeadline(s.cfg.Now().Add(time.Second))
-	payload := wire.AppendResponse(nil, &wire.Response{ID: []byte{}, Err: &wire.ErrorBody{Code: code, Msg: msg, Retry: wire.RetrySafe}})
+	payload := wire.AppendResponse(nil, &wire.Response{ID: []byte{}, Err: &wire.ErrorBody{Code: code, Msg: msg, Retry: retry}})
 	_ = wire.WriteFrame(c, payload, s.cfg.MaxFrame)
 	s.cfg.Logger.Warn("rpc.refused", slog.String("code", code), slog.Uint64("peer_uid", uint64(c.Peer.UID)))
 	c.Close()
