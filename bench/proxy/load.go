@@ -89,15 +89,17 @@ func wrk(dir, proxy, target, auth string, conc int, dur time.Duration) (row, err
 		args = append(args, "-s", script)
 		url = "http://" + proxy + "/"
 	}
-	out, err := exec.Command(bin, append(args, url)...).CombinedOutput()
+	cmd := exec.Command(bin, append(args, url)...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return row{}, fmt.Errorf("wrk: %v: %s", err, out)
 	}
+	wrkCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	m := wrkRPS.FindSubmatch(out)
 	if m == nil {
 		return row{}, fmt.Errorf("wrk output not understood: %s", out)
 	}
-	r := row{}
+	r := row{loadCPU: wrkCPU}
 	r.value, _ = strconv.ParseFloat(string(m[1]), 64)
 	for _, p := range wrkPct.FindAllSubmatch(out, -1) {
 		d, _ := time.ParseDuration(string(p[2]) + string(p[3]))
@@ -220,21 +222,25 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 	if tpErr != nil {
 		fmt.Println("tinyproxy skipped:", tpErr)
 	}
+	// Ratios are against direct and squid of the same section and round.
 	base := map[string]float64{}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].section < rows[j].section })
-	for _, r := range rows {
-		if r.mode == "direct" {
-			base[r.section] = r.value
+	key := func(r row, mode string) string { return fmt.Sprint(r.section, r.round, mode) }
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].section != rows[j].section {
+			return rows[i].section < rows[j].section
 		}
-		if r.mode == "squid" {
-			base[r.section+"squid"] = r.value
+		return rows[i].round < rows[j].round
+	})
+	for _, r := range rows {
+		if r.mode == "direct" || r.mode == "squid" {
+			base[key(r, r.mode)] = r.value
 		}
 	}
 	unit := map[string]string{"a": "req/s", "b": "MB/s", "c": "req/s"}
-	fmt.Printf("\n| test | mode | value | p50 | p99 | CPU/req | / direct | / squid | note |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Printf("\n| test | round | mode | value | p50 | p99 | CPU/req | load CPU/req | / direct | / squid | note |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		rs := "—"
-		if s := base[r.section+"squid"]; s > 0 {
+		if s := base[key(r, "squid")]; s > 0 {
 			rs = fmt.Sprintf("%.2f×", r.value/s)
 		}
 		p50, p99 := "—", "—"
@@ -245,8 +251,16 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 		if r.cpu > 0 {
 			cpu = fmt.Sprintf("%dµs", r.cpu.Microseconds())
 		}
-		fmt.Printf("| (%s) | %s | %.0f %s | %s | %s | %s | %.2f× | %s | %s |\n", r.section, r.mode, r.value, unit[r.section], p50, p99,
-			cpu, r.value/base[r.section], rs, r.note)
+		rd := "—"
+		if d := base[key(r, "direct")]; d > 0 {
+			rd = fmt.Sprintf("%.2f×", r.value/d)
+		}
+		lcpu := "—"
+		if r.loadCPU > 0 {
+			lcpu = fmt.Sprintf("%dµs", r.loadCPU.Microseconds())
+		}
+		fmt.Printf("| (%s) | %d | %s | %.0f %s | %s | %s | %s | %s | %s | %s | %s |\n", r.section, r.round+1, r.mode, r.value, unit[r.section], p50, p99,
+			cpu, lcpu, rd, rs, r.note)
 	}
 	fmt.Println("\ntargets: (a) egressd >= squid req/s; (b) egressd >= 0.8x direct MB/s; (c) egressd >= 0.3x direct req/s")
 }

@@ -8,6 +8,16 @@
 // files generated into a temporary directory (caching and access logs
 // off); a missing one is reported and skipped. egressd and secretd are
 // built from ../../cmd. Run from this directory: `GOWORK=off go run .`.
+//
+// For before/after comparisons on a shared machine, -base DIR builds a
+// second egressd (and secretd) from another source tree (a snapshot taken
+// before a change) and runs it in the same run as mode "egressd (base)";
+// -rounds N repeats (a) and (c), alternating which egressd goes first;
+// -modes picks modes; -perf DIR records a `perf record -g` profile of each
+// proxy process during its measured modes. Besides req/s and latency,
+// each row gives the proxy process's CPU per request (from /proc) and the
+// load's: the client (wrk, or the Go client of (c)) plus the upstreams
+// (this process), which rises when a proxy sits in the path.
 package main
 
 import (
@@ -19,6 +29,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,9 +45,11 @@ func main() {
 
 type row struct {
 	section, mode string
+	round         int
 	value         float64 // req/s or MB/s
 	p50, p99      time.Duration
 	cpu           time.Duration // the proxy process's CPU time per request (0: not measured)
+	loadCPU       time.Duration // the load's CPU per request: client (wrk or Go) and upstream (this process)
 	note          string
 }
 
@@ -44,7 +59,22 @@ func run() error {
 	bigMB := flag.Int("big", 256, "download size for (b), MiB")
 	sections := flag.String("sections", "abc", "which of (a), (b), (c) to run")
 	cIP := flag.String("c-ip", "", "address (c)'s upstream listens on (default: this machine's first non-loopback IPv4); 127.0.0.1 makes every (c) request go through egressd's loopback owner check")
+	modes := flag.String("modes", "", "comma-separated modes to run (direct, squid, tinyproxy, revproxy, egressd, base); empty: all")
+	base := flag.String("base", "", "a second source tree (e.g. a snapshot before a change): its egressd and secretd also run, as mode \"egressd (base)\", in (a) and (c)")
+	rounds := flag.Int("rounds", 1, "repeat (a) and (c) this many times; with -base, egressd and its base alternate which goes first")
+	perfDir := flag.String("perf", "", "directory for `perf record -g` profiles of each proxy process during its measured (a) and (c) modes")
 	flag.Parse()
+	want := func(m string) bool {
+		if *modes == "" {
+			return true
+		}
+		for f := range strings.SplitSeq(*modes, ",") {
+			if f == m {
+				return true
+			}
+		}
+		return false
+	}
 	dir, err := os.MkdirTemp("/tmp", "hkpb")
 	if err != nil {
 		return err
@@ -93,11 +123,21 @@ func run() error {
 		return err
 	}
 
-	eg, err := startEgressd(dir, plain, tlsUp, "up.test:"+cPort, cAddr, caFile)
+	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile)
 	if err != nil {
 		return err
 	}
 	defer eg.stop()
+	egs := []*egressdProc{eg}
+	names := []string{"egressd"}
+	if *base != "" {
+		eb, err := startEgressd(filepath.Join(dir, "base"), *base, plain, tlsUp, "up.test:"+cPort, cAddr, caFile)
+		if err != nil {
+			return fmt.Errorf("base: %w", err)
+		}
+		defer eb.stop()
+		egs, names = append(egs, eb), append(names, "egressd (base)")
+	}
 	sq, sqErr := startSquid(dir)
 	if sqErr == nil {
 		defer sq.stop()
@@ -110,43 +150,84 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// order returns the egressd instances in the order round i runs them.
+	order := func(i int) []int {
+		if len(egs) == 2 && i%2 == 1 {
+			return []int{1, 0}
+		}
+		if len(egs) == 2 {
+			return []int{0, 1}
+		}
+		return []int{0}
+	}
+	modeKey := func(i int) string { return []string{"egressd", "base"}[i] }
 
 	var rows []row
-	// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback credential
-	// destination, whose listener's owner egressd checks on every request,
-	// and (a) leaves tens of thousands of TIME_WAIT sockets behind (the
-	// /proc/net/tcp reader's cost grew with them; sock_diag's does not).
 	small := "https://up.test:" + cPort + "/small"
-	if strings.Contains(*sections, "c") {
-		rows = append(rows, load("c", "direct", "", small, "Bearer "+secret, ca.pool, *conc, *dur))
-		cpu0 := cpuTime(eg.pid())
-		r := load("c", "egressd (intercepted, substituted)", eg.proxyURL("benchc"), small, "Bearer "+eg.placeholder, eg.pool, *conc, *dur)
-		r.cpu = perRequest(cpuTime(eg.pid())-cpu0, r.value, *dur+time.Second) // load warms up for 1 s
-		rows = append(rows, r)
-	}
-	// (a) plain HTTP forward proxying, wrk.
 	target := "http://" + plain + "/bench"
-	a := func(mode, proxy, auth string, pid int) {
-		cpu0 := cpuTime(pid)
-		r, err := wrk(dir, proxy, target, auth, *conc, *dur)
-		if err != nil {
-			rows = append(rows, row{section: "a", mode: mode, note: err.Error()})
-			return
+	for round := range *rounds {
+		// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback
+		// credential destination, whose listener's owner egressd checks on
+		// every request, and (a) leaves tens of thousands of TIME_WAIT
+		// sockets behind.
+		if strings.Contains(*sections, "c") {
+			if want("direct") {
+				self0 := cpuTime(os.Getpid())
+				r := load("c", "direct", "", small, "Bearer "+secret, ca.pool, *conc, *dur)
+				r.loadCPU = perRequest(cpuTime(os.Getpid())-self0, r.value, *dur+time.Second)
+				r.round = round
+				rows = append(rows, r)
+			}
+			for _, i := range order(round) {
+				if !want(modeKey(i)) {
+					continue
+				}
+				e := egs[i]
+				cpu0, self0 := cpuTime(e.pid()), cpuTime(os.Getpid())
+				stop := profile(*perfDir, "c", names[i], e.pid(), *dur)
+				r := load("c", names[i]+" (intercepted, substituted)", e.proxyURL("benchc"), small, "Bearer "+e.placeholder, e.pool, *conc, *dur)
+				stop()
+				r.cpu = perRequest(cpuTime(e.pid())-cpu0, r.value, *dur+time.Second) // load warms up for 1 s
+				r.loadCPU = perRequest(cpuTime(os.Getpid())-self0, r.value, *dur+time.Second)
+				r.round = round
+				rows = append(rows, r)
+			}
 		}
-		r.section, r.mode = "a", mode
-		r.cpu = perRequest(cpuTime(pid)-cpu0, r.value, *dur)
-		rows = append(rows, r)
-	}
-	if strings.Contains(*sections, "a") {
-		a("direct", "", "", 0)
-		if sqErr == nil {
-			a("squid", sq.addr, "", sq.cmd.Process.Pid)
+		// (a) plain HTTP forward proxying, wrk.
+		a := func(mode, proxy, auth string, pid int) {
+			cpu0, self0 := cpuTime(pid), cpuTime(os.Getpid())
+			stop := profile(*perfDir, "a", mode, pid, *dur)
+			r, err := wrk(dir, proxy, target, auth, *conc, *dur)
+			stop()
+			self := cpuTime(os.Getpid()) - self0 // the upstream (and, for the reverse proxy, the proxy too)
+			if err != nil {
+				rows = append(rows, row{section: "a", mode: mode, round: round, note: err.Error()})
+				return
+			}
+			r.section, r.mode, r.round = "a", mode, round
+			r.cpu = perRequest(cpuTime(pid)-cpu0, r.value, *dur)
+			r.loadCPU = perRequest(r.loadCPU+self, r.value, *dur)
+			rows = append(rows, r)
 		}
-		if tpErr == nil {
-			a("tinyproxy", tp.addr, "", tp.cmd.Process.Pid)
+		if strings.Contains(*sections, "a") {
+			if want("direct") {
+				a("direct", "", "", 0)
+			}
+			if sqErr == nil && want("squid") {
+				a("squid", sq.addr, "", sq.cmd.Process.Pid)
+			}
+			if tpErr == nil && want("tinyproxy") {
+				a("tinyproxy", tp.addr, "", tp.cmd.Process.Pid)
+			}
+			if want("revproxy") {
+				a("httputil.ReverseProxy", rp, "", 0)
+			}
+			for _, i := range order(round) {
+				if want(modeKey(i)) {
+					a(names[i], egs[i].proxy, egs[i].basic("bench"), egs[i].pid())
+				}
+			}
 		}
-		a("httputil.ReverseProxy", rp, "", 0)
-		a("egressd", eg.proxy, eg.basic("bench"), eg.pid())
 	}
 
 	// (b) opaque CONNECT tunnel, MB/s.
@@ -155,18 +236,41 @@ func run() error {
 		rows = append(rows, download("b", mode, proxy, bigURL, ca.pool, *bigMB))
 	}
 	if strings.Contains(*sections, "b") {
-		b("direct", "")
-		if sqErr == nil {
+		if want("direct") {
+			b("direct", "")
+		}
+		if sqErr == nil && want("squid") {
 			b("squid", "http://"+sq.addr)
 		}
-		if tpErr == nil {
+		if tpErr == nil && want("tinyproxy") {
 			b("tinyproxy", "http://"+tp.addr)
 		}
-		b("egressd", eg.proxyURL("bench"))
+		for i, e := range egs {
+			if want(modeKey(i)) {
+				b(names[i], e.proxyURL("bench"))
+			}
+		}
 	}
 
 	report(rows, *conc, *dur, *bigMB, sqErr, tpErr)
 	return nil
+}
+
+// profile starts `perf record -e cpu-clock -g` on pid for d into
+// dir/<section>-<mode>.data when dir is set, and returns a function that
+// waits for it. perf's own CPU is not counted in pid's.
+func profile(dir, section, mode string, pid int, d time.Duration) (wait func()) {
+	if dir == "" || pid == 0 {
+		return func() {}
+	}
+	name := strings.NewReplacer(" ", "_", "(", "", ")", "", ",", "").Replace(section + "-" + mode)
+	cmd := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-g", "-p", strconv.Itoa(pid), "-o", filepath.Join(dir, name+".data"),
+		"--", "sleep", strconv.Itoa(int(d.Seconds())))
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		return func() {}
+	}
+	return func() { _ = cmd.Wait() }
 }
 
 func serve(h http.Handler) (string, error) {

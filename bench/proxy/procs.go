@@ -66,10 +66,11 @@ func (e *egressdProc) proxyURL(inv string) string {
 	return "http://" + inv + ":" + token + "@" + e.proxy
 }
 
-func build(dir, name string) (string, error) {
+// build builds tree/cmd/name into dir.
+func build(dir, tree, name string) (string, error) {
 	bin := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "..", "cmd", name)
+	cmd.Dir = filepath.Join(tree, "cmd", name)
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
@@ -77,12 +78,17 @@ func build(dir, name string) (string, error) {
 	return bin, nil
 }
 
-func startEgressd(dir, plain, tlsUp, cHost, cAddr, caFile string) (*egressdProc, error) {
+// startEgressd builds secretd and egressd from tree (the repository's
+// root) into dir and starts them with their root under dir.
+func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile string) (*egressdProc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	root := filepath.Join(dir, "r")
 	e := &egressdProc{}
 	var bins [2]string
 	for i, n := range []string{"secretd", "egressd"} {
-		b, err := build(dir, n)
+		b, err := build(dir, tree, n)
 		if err != nil {
 			return nil, err
 		}

@@ -74,6 +74,9 @@ type Log struct {
 	failed error  // sticky write failure
 	closed bool
 
+	line  []byte    // the last line's buffer, reused under mu
+	tails sync.Pool // *[]byte buffers for appendTail
+
 	// Group commit (FsyncAlways): written counts lines written; synced
 	// (guarded by syncMu) counts lines known durable; files counts active
 	// files synced and closed by rotation or Close, so a Sync that finds its
@@ -119,6 +122,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, wire.Wrap(CodeIO, "cannot create the audit directory", err)
 	}
 	l := &Log{opts: opts, prev: ZeroPrev}
+	l.tails.New = func() any { b := make([]byte, 0, 512); return &b }
 	if err := l.resume(); err != nil {
 		return nil, err
 	}
@@ -203,11 +207,19 @@ func (l *Log) openActive() error {
 // Append writes r as the next record and returns its seq. It fills Seq,
 // Time, Daemon and Prev (values given there are ignored) and first passes
 // Op, Code, Corr and every string in Fields (keys included) through
-// redact.String and the Scrubber. Errors: ctx.Err() if ctx is done,
-// `audit.invalid` (empty Op, unknown Outcome or Phase, Fields that do not
-// encode as JSON), `audit.closed`, `audit.io`.
+// redact.String and the Scrubber, as every string in Attrs. Append does
+// not keep r's Fields or Attrs: the caller may reuse them once it
+// returns. Errors: ctx.Err() if ctx is done, `audit.invalid` (empty Op,
+// unknown Outcome or Phase, Fields that do not encode as JSON),
+// `audit.closed`, `audit.io`.
 func (l *Log) Append(ctx context.Context, r Record) (uint64, error) {
-	seq, gen, err := l.append(ctx, r)
+	return l.appendSync(ctx, r, 0)
+}
+
+// appendSync is Append, with the field before_seq added when beforeSeq > 0
+// (Pair.End).
+func (l *Log) appendSync(ctx context.Context, r Record, beforeSeq uint64) (uint64, error) {
+	seq, gen, err := l.append(ctx, r, beforeSeq)
 	if err != nil || l.opts.Fsync != FsyncAlways {
 		return seq, err
 	}
@@ -251,16 +263,30 @@ func (l *Log) syncTo(gen uint64) error {
 }
 
 // append writes r under the lock and returns its seq and line number.
-func (l *Log) append(ctx context.Context, r Record) (uint64, uint64, error) {
+// Records whose fields are all flat (appendTail) are scrubbed and encoded
+// before the lock, straight from the caller's map; the lock then covers
+// only the seq, time and prev, the final check for registered values, the
+// write and the hash. Other records take the general path (scrubRecord,
+// marshalLine), which gives the same bytes.
+func (l *Log) append(ctx context.Context, r Record, beforeSeq uint64) (uint64, uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
 	if r.Op == "" || !validOutcome(r.Outcome) || !validPhase(r.Phase) {
 		return 0, 0, wire.Errorf(CodeInvalid, "record needs an op, a known outcome and a known phase")
 	}
-	r, err := l.scrubRecord(r)
-	if err != nil {
-		return 0, 0, err
+	r.Op, r.Code, r.Corr = l.text(r.Op), l.text(r.Code), l.text(r.Corr)
+	bp := l.tails.Get().(*[]byte)
+	defer l.tails.Put(bp)
+	tail, fast := l.appendTail((*bp)[:0], &r, beforeSeq)
+	if cap(tail) <= maxPooledLine {
+		*bp = tail
+	}
+	if !fast {
+		var err error
+		if r, err = l.scrubFields(mergedFields(r, beforeSeq)); err != nil {
+			return 0, 0, err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -270,16 +296,33 @@ func (l *Log) append(ctx context.Context, r Record) (uint64, uint64, error) {
 	case l.failed != nil:
 		return 0, 0, wire.Wrap(CodeIO, "audit log failed earlier; reopen it", l.failed)
 	}
-	if l.torn {
-		if r.Fields == nil {
-			r.Fields = map[string]any{}
-		}
-		r.Fields["torn_tail"] = true
-	}
 	r.Seq, r.Time, r.Daemon, r.Prev = l.seq+1, l.opts.Now().UTC(), l.opts.Daemon, l.prev
-	line, err := l.encode(r)
-	if err != nil {
-		return 0, 0, err
+	line, ok := []byte(nil), false
+	if fast && !l.torn {
+		if line, ok = appendHead(l.line[:0], r.Seq, r.Time); ok {
+			line = appendPrev(append(line, tail...), r.Prev)
+			if l.opts.Scrubber.Contains(line) {
+				ok = false // encode writes the scrub_failed form
+			}
+		}
+	}
+	if !ok {
+		if fast { // the flat fields, scrubbed into a map for the general encoder
+			var err error
+			if r, err = l.scrubFields(mergedFields(r, beforeSeq)); err != nil {
+				return 0, 0, err
+			}
+		}
+		if l.torn {
+			if r.Fields == nil {
+				r.Fields = map[string]any{}
+			}
+			r.Fields["torn_tail"] = true
+		}
+		var err error
+		if line, err = l.encode(r); err != nil {
+			return 0, 0, err
+		}
 	}
 	if l.size > 0 && l.size+int64(len(line))+1 > l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
@@ -290,6 +333,9 @@ func (l *Log) append(ctx context.Context, r Record) (uint64, uint64, error) {
 	if err := l.write(line); err != nil {
 		l.failed = err
 		return 0, 0, wire.Wrap(CodeIO, "cannot write the audit log", err)
+	}
+	if ok && cap(line) <= maxPooledLine {
+		l.line = line // reused for the next line: nothing keeps it
 	}
 	l.seq, l.prev, l.torn = r.Seq, hashLine(line), false
 	l.written++
@@ -311,7 +357,7 @@ func (l *Log) encode(r Record) ([]byte, error) {
 
 // write appends line and a newline in one write and syncs per policy.
 func (l *Log) write(line []byte) error {
-	n, err := l.f.Write(append(line, '\n')) // line's spare capacity usually holds the newline
+	n, err := l.f.Write(append(line, '\n')) // line's spare capacity usually holds the newline; nothing reads past len(line)
 	l.size += int64(n)
 	return err // FsyncAlways syncs in Append, outside the lock (syncTo)
 }

@@ -2,7 +2,7 @@ package audit
 
 import (
 	"context"
-	"maps"
+	"log/slog"
 
 	"hostkit.dev/lib/wire"
 )
@@ -26,7 +26,7 @@ func (l *Log) Begin(ctx context.Context, r Record) (Pair, error) {
 	if err != nil {
 		return Pair{}, err
 	}
-	return Pair{l: l, before: r, Seq: seq}, nil
+	return Pair{l: l, before: Record{Actor: r.Actor, Op: r.Op, Corr: r.Corr}, Seq: seq}, nil // End needs no more
 }
 
 // End writes the "after" record: the before record's Actor, Op and Corr,
@@ -38,18 +38,34 @@ func (p Pair) End(ctx context.Context, outcome Outcome, code string, fields map[
 	if p.l == nil || outcome == OutcomePending {
 		return 0, wire.Errorf(CodeInvalid, "End needs a Pair from Begin and a final outcome")
 	}
-	f := maps.Clone(fields)
-	if f == nil {
-		f = map[string]any{}
-	}
-	f["before_seq"] = p.Seq
-	return p.l.Append(ctx, Record{
+	// before_seq is added as the record is encoded: fields itself is not
+	// modified, nor copied.
+	return p.l.appendSync(ctx, Record{
 		Actor:   p.before.Actor,
 		Op:      p.before.Op,
 		Corr:    p.before.Corr,
 		Phase:   PhaseAfter,
 		Outcome: outcome,
 		Code:    code,
-		Fields:  f,
-	})
+		Fields:  fields,
+	}, p.Seq)
+}
+
+// EndWith is End with the after record's fields given as a map and as
+// typed values (Record.Attrs, which replace fields of their keys); either
+// may be nil.
+func (p Pair) EndWith(ctx context.Context, outcome Outcome, code string, fields map[string]any, attrs []slog.Attr) (uint64, error) {
+	if p.l == nil || outcome == OutcomePending {
+		return 0, wire.Errorf(CodeInvalid, "End needs a Pair from Begin and a final outcome")
+	}
+	return p.l.appendSync(ctx, Record{
+		Actor:   p.before.Actor,
+		Op:      p.before.Op,
+		Corr:    p.before.Corr,
+		Phase:   PhaseAfter,
+		Outcome: outcome,
+		Code:    code,
+		Fields:  fields,
+		Attrs:   attrs,
+	}, p.Seq)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"time"
 
 	"hostkit.dev/lib/wire"
@@ -71,6 +72,15 @@ type Record struct {
 	// Fields holds extra data. Values read back by this package decode
 	// numbers as json.Number.
 	Fields map[string]any `json:"fields,omitempty"`
+	// Attrs are more fields, as typed values: a caller that writes records
+	// at a high rate builds no map and boxes no value. They are written
+	// into "fields" together with Fields (an Attr replaces a field of the
+	// same key; a later Attr an earlier one) and read back in Fields.
+	// Strings, integers, booleans and slog.Any([]string) are encoded
+	// straight (in key order, cheapest when given sorted); any other kind
+	// is written as encoding/json writes its Value.Any(). Append reads
+	// Attrs during the call only.
+	Attrs []slog.Attr `json:"-"`
 	// Prev is the lowercase hex SHA-256 of the previous record's line
 	// (without its newline), or ZeroPrev for the first record of a chain.
 	Prev string `json:"prev"`
@@ -93,7 +103,9 @@ func validPhase(p Phase) bool {
 // hashLine returns the hex SHA-256 of a line without its newline.
 func hashLine(line []byte) string {
 	sum := sha256.Sum256(line)
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // isHex64 reports whether s is 64 lowercase hex digits.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/wire"
 )
 
@@ -13,8 +12,13 @@ import (
 // and custom marshalers are seen as they will be written); the caller's map
 // is not modified.
 func (l *Log) scrubRecord(r Record) (Record, error) {
-	text := func(s string) string { return l.opts.Scrubber.Scrub(redact.String(s)) }
-	r.Op, r.Code, r.Corr = text(r.Op), text(r.Code), text(r.Corr)
+	r.Op, r.Code, r.Corr = l.text(r.Op), l.text(r.Code), l.text(r.Corr)
+	return l.scrubFields(r)
+}
+
+// scrubFields is scrubRecord for Fields alone.
+func (l *Log) scrubFields(r Record) (Record, error) {
+	text := l.text
 	if len(r.Fields) == 0 {
 		r.Fields = nil
 		return r, nil

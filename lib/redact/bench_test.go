@@ -36,3 +36,14 @@ func BenchmarkHandler(b *testing.B) {
 			"status", 200, "bytes", 5123, "err", err, "authorization", "x")
 	}
 }
+
+func BenchmarkHandlerClean(b *testing.B) {
+	s := benchScrubber()
+	l := slog.New(NewHandler(slog.NewJSONHandler(io.Discard, nil), s)).With("daemon", "egressd")
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Info("egress.decision", "decision", "allow", "reason", "ok", "invocation", "3f2c", "method", "GET",
+			"origin", "https://api.example.com", "path", "/v1/items", "address", "93.184.216.34:443",
+			"attached", 1, "status", 200, "bytes_out", 120, "bytes_in", 5123, "duration_ms", 3)
+	}
+}

@@ -45,8 +45,12 @@ func (h *handler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.inner.Enabled(ctx, l)
 }
 
-// Handle redacts r into a new record and passes it to inner.
+// Handle redacts r into a new record and passes it to inner; a record
+// that redaction would leave as it is passes as it is.
 func (h *handler) Handle(ctx context.Context, r slog.Record) error {
+	if h.unchanged(r) {
+		return h.inner.Handle(ctx, r)
+	}
 	nr := slog.NewRecord(r.Time, r.Level, h.text(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		nr.AddAttrs(h.attr(a, 0))
@@ -70,6 +74,39 @@ func (h *handler) WithGroup(name string) slog.Handler {
 		return h
 	}
 	return &handler{inner: h.inner.WithGroup(h.sc.Scrub(name)), sc: h.sc}
+}
+
+// unchanged reports whether redacting r would change nothing: its
+// message and string values are unchanged by text, its keys by the
+// Scrubber, no key is sensitive, and every value is a string, number,
+// boolean, duration or time (anything else takes the full path). It does
+// not allocate, so the common log line costs no copy.
+func (h *handler) unchanged(r slog.Record) bool {
+	if h.text(r.Message) != r.Message {
+		return false
+	}
+	ok := true
+	r.Attrs(func(a slog.Attr) bool {
+		ok = h.attrUnchanged(a)
+		return ok
+	})
+	return ok
+}
+
+// attrUnchanged is unchanged for one attribute; attr would return a
+// equal to a.
+func (h *handler) attrUnchanged(a slog.Attr) bool {
+	if IsSensitiveKey(a.Key) || h.sc.Scrub(a.Key) != a.Key {
+		return false
+	}
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s := a.Value.String()
+		return h.text(s) == s
+	case slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindBool, slog.KindDuration, slog.KindTime:
+		return true
+	}
+	return false
 }
 
 // text redacts free text: the policy, then registered values.

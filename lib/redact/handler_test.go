@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 )
@@ -159,4 +160,35 @@ func TestHandlerEnabled(t *testing.T) {
 	h := NewHandler(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}), nil)
 	is.True(!h.Enabled(context.Background(), slog.LevelInfo))
 	is.True(h.Enabled(context.Background(), slog.LevelError))
+}
+
+// TestHandlerCleanRecordUnchanged: a record redaction leaves alone is
+// written exactly as the inner handler writes it unwrapped, and one with
+// anything to redact is not.
+func TestHandlerCleanRecordUnchanged(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := NewScrubber()
+	s.Register([]byte(canary))
+	opts := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}
+	var plain, red bytes.Buffer
+	pl := slog.New(slog.NewJSONHandler(&plain, opts))
+	rl := slog.New(NewHandler(slog.NewJSONHandler(&red, opts), s))
+	clean := []any{"origin", "http://127.0.0.1:8080", "path", "/v1/x", "status", 200, "bytes", uint64(5), "ok", true,
+		"ms", 1.5, "d", time.Second, "at", time.Unix(1, 0).UTC()}
+	pl.Info("egress.decision", clean...)
+	rl.Info("egress.decision", clean...)
+	is.Equal(red.String(), plain.String())
+	for _, dirty := range [][]any{{"origin", "https://u:p@h"}, {"token", "x"}, {"v", "echo " + canary}, {canary, 1}} {
+		plain.Reset()
+		red.Reset()
+		pl.Info("m", dirty...)
+		rl.Info("m", dirty...)
+		is.True(red.String() != plain.String()) // dirty
+	}
 }

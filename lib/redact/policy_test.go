@@ -2,6 +2,7 @@ package redact
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/matryer/is"
@@ -100,4 +101,42 @@ func TestStringNoAlloc(t *testing.T) {
 	is := is.New(t)
 	s := "lease.consume ok invocation=abc corr=xyz"
 	is.Equal(testing.AllocsPerRun(100, func() { _ = String(s) }), 0.0)
+}
+
+// TestPrefilterSkipsOnlyUnchangedText checks the prefilter against the
+// full rules on text near each rule's edge: a miss here would let a
+// secret through String unredacted.
+func TestPrefilterSkipsOnlyUnchangedText(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"http://127.0.0.1:8080", "127.0.0.1:443", "/v1/items", "egress.request", "up.test:443",
+		"x-api-KEY: abc", "PassWD=x", "Cookie: a=b", "private:x", "https://u:p@h", "u@h://x",
+		"https://h/@x", "AUTH=1", "oauth:2", "bearer x", "BASIC dXNlcjpwdw==", "token_fp=abc",
+		"credential = v", "SeCrEt: 'q'", "key=", "=key", "a:b:c", "user@host", "mailto:a@b",
+	} {
+		is := is.New(t)
+		if !mayNeedRedaction(in) {
+			is.Equal(redactKeyValues(redactUserinfo(redactAuthSchemes(in))), in) // skipped text must be unchanged
+		}
+	}
+	is := is.New(t)
+	is.True(!mayNeedRedaction("http://127.0.0.1:8080")) // origins take the fast path
+	is.True(!mayNeedRedaction("127.0.0.1:443"))
+	is.True(mayNeedRedaction("x-api-KEY: abc"))
+	is.True(mayNeedRedaction("https://u:p@h"))
+}
+
+// TestSensitiveFragmentsSwitch checks hasSensitiveFragment against
+// sensitiveFragments: each fragment, in any case and anywhere, is found.
+func TestSensitiveFragmentsSwitch(t *testing.T) {
+	t.Parallel()
+	for _, f := range sensitiveFragments {
+		is := is.New(t)
+		for _, in := range []string{f, strings.ToUpper(f), "x_" + f + "_y", "-" + strings.ToUpper(f[:1]) + f[1:]} {
+			is.True(hasSensitiveFragment(in)) // in
+		}
+		is.True(!hasSensitiveFragment(f[:len(f)-1])) // a fragment cut short
+	}
+	is := is.New(t)
+	is.True(!hasSensitiveFragment("http://127.0.0.1:8080/v1/items"))
 }

@@ -38,10 +38,35 @@ func String(s string) string {
 	return s
 }
 
-// mayNeedRedaction is a cheap, allocation-free prefilter for String.
+// mayNeedRedaction is a cheap, allocation-free prefilter for String: it
+// reports false only for text that none of String's rules can change.
+// Schemes need "bearer" or "basic"; userinfo needs "://" and an '@';
+// key=value and key: value pairs need a separator and a sensitive key,
+// and every sensitive key holds one of sensitiveFragments. So text with
+// neither scheme word, nor userinfo, nor a separator together with a
+// fragment is left alone. (Origins, addresses and paths, the strings of
+// most audit records and log lines, end here after one pass.)
 func mayNeedRedaction(s string) bool {
-	return strings.ContainsAny(s, "=:") || indexFold(s, "bearer", 0) >= 0 ||
-		indexFold(s, "basic", 0) >= 0
+	sep, at := false, false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '=', ':':
+			sep = true
+		case '@':
+			at = true
+		case 'b', 'B':
+			if hasPrefixFold(s[i:], "bearer") || hasPrefixFold(s[i:], "basic") {
+				return true
+			}
+		}
+	}
+	if !sep {
+		return false
+	}
+	if at && strings.Contains(s, "://") {
+		return true
+	}
+	return hasSensitiveFragment(s)
 }
 
 // authSchemes are words that introduce a credential in an Authorization

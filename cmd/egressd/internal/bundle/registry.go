@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"hostkit.dev/cmd/egressd/internal/policy"
 	"hostkit.dev/lib/api/egressdapi"
@@ -29,14 +30,27 @@ type Registry struct {
 	bundles map[string]*Bundle
 	pending map[string]bool
 	held    map[[32]byte]int  // SHA-256 of each held value → how many credentials hold it
+	lens    map[int]int       // length of each held value → how many credentials hold one
 	places  map[string]string // placeholder → invocation, for every held credential
+
+	// heldLens is lens's keys and the shortest of them, published under
+	// mu on every change: Holds answers most strings (whose length no held
+	// value has), and ContainsFold most short ones, without hashing or
+	// locking.
+	heldLens atomic.Pointer[heldLengths]
+}
+
+// heldLengths is a snapshot of the lengths of the held values.
+type heldLengths struct {
+	lens map[int]bool
+	min  int // the shortest; 0 when nothing is held
 }
 
 // NewRegistry returns an empty registry that consumes leases through c and
 // registers every held value with s (the daemon's scrubber, so logs, audit
 // records, errors and responses never carry one).
 func NewRegistry(c Consumer, s *redact.Scrubber) *Registry {
-	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}, places: map[string]string{}}
+	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}, lens: map[int]int{}, places: map[string]string{}}
 }
 
 var (
@@ -75,8 +89,10 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 	for _, c := range creds {
 		c.unregister = r.scrub.Register(c.value.Bytes())
 		r.held[sha256.Sum256(c.value.Bytes())]++
+		r.lens[len(c.value.Bytes())]++
 		r.places[c.Placeholder] = req.Invocation
 	}
+	r.publishLens()
 	r.bundles[req.Invocation] = b
 	return b, nil
 }
@@ -125,8 +141,14 @@ func (r *Registry) Drop(invocation string) error {
 			if r.held[k]--; r.held[k] <= 0 {
 				delete(r.held, k)
 			}
+			if n := len(c.value.Bytes()); r.lens[n] <= 1 {
+				delete(r.lens, n)
+			} else {
+				r.lens[n]--
+			}
 			delete(r.places, c.Placeholder)
 		}
+		r.publishLens()
 	}
 	r.mu.Unlock()
 	if b == nil {
@@ -152,10 +174,25 @@ func (r *Registry) DropAll() {
 // Holds reports whether v equals the raw value of any credential held by
 // egressd, for any invocation (compared by SHA-256).
 func (r *Registry) Holds(v []byte) bool {
+	if l := r.heldLens.Load(); l == nil || !l.lens[len(v)] {
+		return false
+	}
 	k := sha256.Sum256(v)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.held[k] > 0
+}
+
+// publishLens publishes the lengths of the held values; r.mu is held.
+func (r *Registry) publishLens() {
+	h := &heldLengths{lens: make(map[int]bool, len(r.lens))}
+	for n := range r.lens {
+		h.lens[n] = true
+		if h.min == 0 || n < h.min {
+			h.min = n
+		}
+	}
+	r.heldLens.Store(h)
 }
 
 // Scrubber returns the scrubber every held value is registered with.
@@ -196,6 +233,9 @@ func (r *Registry) Counts() (bundles, credentials int) {
 // case was changed on the way, such as canonicalized header names). It
 // compares in place: no copy of a value is made.
 func (r *Registry) ContainsFold(s []byte) bool {
+	if l := r.heldLens.Load(); l == nil || l.min == 0 || len(s) < l.min {
+		return false // nothing held, or nothing held fits in s
+	}
 	r.mu.Lock()
 	bs := make([]*Bundle, 0, len(r.bundles))
 	for _, b := range r.bundles {

@@ -39,7 +39,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
-	d.rec, d.origin = rec, rec.Origin().String()
+	d.rec, d.origin = rec, rec.OriginString()
 	attach, err := resolve(b, rec)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
@@ -56,7 +56,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
-	d.route, d.owners = route, owners
+	d.route, d.owners, d.address = route, owners, route.Addr.String()
 	sent, err := place(b, rec, attach)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
@@ -83,7 +83,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if err != nil {
 		outcome = audit.OutcomeError
 	}
-	if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, wire.CodeOf(err), d.fields()); aerr != nil {
+	if _, aerr := pair.EndWith(context.WithoutCancel(ctx), outcome, wire.CodeOf(err), d.in.Fields, d.attrs()); aerr != nil {
 		p.cfg.Logger.Error("audit.append_failed", slog.String("op", OpRequest), slog.Any("err", aerr))
 	}
 	d.sent = true
@@ -113,12 +113,14 @@ type decision struct {
 	rec      *request.Record
 	origin   string // rec's origin, formatted once
 	route    transport.Route
+	address  string // route.Addr, formatted once
 	owners   []uint32
 	creds    []string
 	status   int
 	bytesOut uint64
 	bytesIn  uint64
 	sent     bool
+	attrBuf  [12]slog.Attr // attrs' storage
 }
 
 // Log field names of the `egress.decision` line and audit fields.
@@ -143,34 +145,36 @@ const (
 // refusal's error code.
 const ReasonOK = "ok"
 
-func (d *decision) fields() map[string]any {
-	f := make(map[string]any, 12+len(d.in.Fields)) // sized for every key below
-	f[KeyInvocation], f[KeyMethod] = d.in.Invocation, d.in.Method
-	for k, v := range d.in.Fields {
-		f[k] = v
-	}
-	if d.rec != nil {
-		f[KeyOrigin], f[KeyPath] = d.origin, d.rec.Path
-	}
-	if d.route.Addr.IsValid() {
-		f[KeyAddress] = d.route.Addr.String()
+// attrs returns the decision's audit fields so far, as typed values
+// sorted by key (the order lib/audit writes them in, so it has nothing to
+// sort), in d's buffer: the before and the after record each take a fresh
+// set, and lib/audit keeps neither. The proxy face's fields (Input.Fields)
+// go in the record's Fields next to them.
+func (d *decision) attrs() []slog.Attr {
+	a := d.attrBuf[:0]
+	if d.address != "" {
+		a = append(a, slog.String(KeyAddress, d.address))
 	}
 	if len(d.creds) > 0 {
-		f[KeyCredentials] = d.creds
+		a = append(a, slog.Any(KeyCredentials, d.creds))
 	}
+	a = append(a, slog.Uint64(KeyBytesIn, d.bytesIn), slog.Uint64(KeyBytesOut, d.bytesOut),
+		slog.Int64(KeyDurationMS, time.Since(d.start).Milliseconds()), slog.String(KeyInvocation, d.in.Invocation))
 	if len(d.owners) > 0 {
-		f[KeyOwners] = d.owners
+		a = append(a, slog.Any(KeyOwners, d.owners))
+	}
+	a = append(a, slog.String(KeyMethod, d.in.Method))
+	if d.rec != nil {
+		a = append(a, slog.String(KeyOrigin, d.origin), slog.String(KeyPath, d.rec.Path))
 	}
 	if d.status != 0 {
-		f[KeyStatus] = d.status
+		a = append(a, slog.Int(KeyStatus, d.status))
 	}
-	f[KeyBytesOut], f[KeyBytesIn] = d.bytesOut, d.bytesIn
-	f[KeyDurationMS] = time.Since(d.start).Milliseconds()
-	return f
+	return a
 }
 
 func (d *decision) record(outcome audit.Outcome, code string) audit.Record {
-	return audit.Record{Actor: d.in.Actor, Op: OpRequest, Outcome: outcome, Code: code, Corr: d.in.Corr, Fields: d.fields()}
+	return audit.Record{Actor: d.in.Actor, Op: OpRequest, Outcome: outcome, Code: code, Corr: d.in.Corr, Fields: d.in.Fields, Attrs: d.attrs()}
 }
 
 // finish logs the one canonical decision line.
@@ -182,17 +186,19 @@ func (d *decision) finish(p *Pipeline, err error) {
 			verdict = "error"
 		}
 	}
-	if !p.cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
+	ctx := context.Background()
+	h := p.cfg.Logger.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 14)
-	attrs = append(attrs, slog.String(KeyDecision, verdict), slog.String(KeyReason, reason),
+	var arr [14]slog.Attr
+	attrs := append(arr[:0], slog.String(KeyDecision, verdict), slog.String(KeyReason, reason),
 		slog.String(KeyInvocation, d.in.Invocation), slog.String(KeyMethod, d.in.Method))
 	if d.rec != nil {
 		attrs = append(attrs, slog.String(KeyOrigin, d.origin), slog.String(KeyPath, d.rec.Path))
 	}
-	if d.route.Addr.IsValid() {
-		attrs = append(attrs, slog.String(KeyAddress, d.route.Addr.String()))
+	if d.address != "" {
+		attrs = append(attrs, slog.String(KeyAddress, d.address))
 	}
 	attrs = append(attrs, slog.Int(KeyCredentials, len(d.creds)), slog.Int(KeyStatus, d.status),
 		slog.Uint64(KeyBytesOut, d.bytesOut), slog.Uint64(KeyBytesIn, d.bytesIn),
@@ -200,5 +206,9 @@ func (d *decision) finish(p *Pipeline, err error) {
 	if d.in.Corr != "" {
 		attrs = append(attrs, slog.String(KeyCorr, d.in.Corr))
 	}
-	p.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "egress.decision", attrs...)
+	// Straight to the handler, as Logger.LogAttrs would go, without the
+	// caller's PC (no handler here prints a source).
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "egress.decision", 0)
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r)
 }

@@ -37,9 +37,9 @@ func TestDecisionLineAndAudit(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port(srv))
 	f := newFixture(t, fixtureConfig{})
 	f.register("inv", []secretdapi.Lease{lease(base, "header:Authorization", "Bearer {}")})
-	_, err := f.do(Input{URL: base + "/ok", Corr: "c-1"})
+	_, err := f.do(Input{URL: base + "/ok", Corr: "c-1", Fields: map[string]any{"via": "tcp"}})
 	is.NoErr(err)
-	_, err = f.do(Input{Method: "TRACE", URL: base + "/", Corr: "c-2"})
+	_, err = f.do(Input{Method: "TRACE", URL: base + "/", Corr: "c-2", Fields: map[string]any{"via": "unix"}})
 	is.True(err != nil)
 
 	var lines []map[string]any
@@ -72,6 +72,11 @@ func TestDecisionLineAndAudit(t *testing.T) {
 	is.Equal(recs[1].Phase, audit.PhaseAfter)
 	is.Equal(recs[1].Outcome, audit.OutcomeOK)
 	is.Equal(recs[1].Fields[KeyStatus], float64(200))
+	is.Equal(recs[1].Fields[KeyCredentials], []any{"api"})
+	is.Equal(recs[1].Fields[KeyOrigin], base)
+	for i, via := range []string{"tcp", "tcp", "unix"} { // the caller's fields, in every record
+		is.Equal(recs[i].Fields["via"], via)
+	}
 	is.Equal(recs[2].Outcome, audit.OutcomeRefused)
 	is.Equal(recs[2].Code, egressdapi.CodeMethodForbidden)
 }

@@ -58,6 +58,7 @@ type Pipeline struct {
 	cfg   Config
 	scan  scan.Scanner
 	strip map[string]bool
+	auth  request.Authorities // canonical hosts of the authorities seen
 }
 
 // New returns a Pipeline.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/matryer/is"
 
@@ -165,4 +166,50 @@ func TestResponseTooLarge(t *testing.T) {
 	f.register("inv", nil, base)
 	_, err := f.do(Input{URL: base + "/"})
 	is.Equal(wire.CodeOf(err), egressdapi.CodeResponseTooLarge)
+}
+
+// TestHeadResponse: the answer to HEAD has no body, whatever its
+// Content-Length announces (it was refused as an unreadable body).
+func TestHeadResponse(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	up := &upstream{handler: func(w http.ResponseWriter, r *http.Request, s seen) {
+		w.Header().Set("Content-Length", "5")
+		io.WriteString(w, "hello")
+	}}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	base := "http://127.0.0.1:" + strconv.Itoa(port(srv))
+	f := newFixture(t, fixtureConfig{})
+	f.register("inv", []secretdapi.Lease{lease(base, "header:Authorization", "Bearer {}")})
+	for range 2 {
+		out, err := f.do(Input{Method: "HEAD", URL: base + "/x"})
+		is.NoErr(err)
+		is.Equal(out.Status, http.StatusOK)
+		is.Equal(len(out.Body), 0)
+		out, err = f.do(Input{URL: base + "/x"})
+		is.NoErr(err)
+		is.Equal(string(out.Body), "hello")
+	}
+}
+
+// TestAppendCaseMatchesStrings: the allocation-free case mapping of
+// heldInName is strings.ToLower and strings.ToUpper.
+func TestAppendCaseMatchesStrings(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	for _, k := range []string{"Content-Type", "X-Hkp_abc", "ÄÖü-ß", "\xff\xfeX", "", strings.Repeat("Ab", 100)} {
+		is.Equal(string(appendCase(nil, k, unicode.ToLower)), strings.ToLower(k))
+		is.Equal(string(appendCase(nil, k, unicode.ToUpper)), strings.ToUpper(k))
+	}
+}
+
+// TestContainsFold: the prefilter of knownPlaceholder finds "hkp_" in any
+// case and position.
+func TestContainsFold(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	for s, want := range map[string]bool{"hkp_": true, "xHKP_y": true, "Hkp_": true, "hkp": false, "": false, "hk p_": false, "a hkP_": true} {
+		is.Equal(containsFold(s, "hkp_"), want) // s
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/cmd/egressd/internal/transport"
@@ -44,7 +46,7 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	req = req.WithContext(ctx)
-	resp, err := p.cfg.Transport.RoundTrip(req, rec.Origin().String(), r)
+	resp, err := p.cfg.Transport.RoundTrip(req, rec.OriginString(), r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -64,8 +66,15 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 
 // readBody reads at most max+1 bytes of resp's body: into one buffer of
 // the announced length when there is one (io.ReadAll would start at 512
-// bytes and grow), then on as usual should more arrive.
+// bytes and grow), then on as usual should more arrive. An answer to HEAD
+// has none.
 func readBody(resp *http.Response, max int) ([]byte, error) {
+	if resp.Request != nil && resp.Request.Method == http.MethodHead {
+		// No body follows an answer to HEAD, whatever its Content-Length
+		// says; reading to the end lets the connection be reused.
+		_, err := io.Copy(io.Discard, resp.Body)
+		return nil, err
+	}
 	cl := resp.ContentLength
 	if cl < 0 || cl > int64(max) {
 		return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
@@ -166,8 +175,19 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 // name cannot be scrubbed in place.
 func (p *Pipeline) heldInName(k string) bool {
 	sc := p.cfg.Registry.Scrubber()
-	return p.cfg.Registry.ContainsFold([]byte(k)) || sc.Contains([]byte(k)) ||
-		sc.Contains([]byte(strings.ToLower(k))) || sc.Contains([]byte(strings.ToUpper(k)))
+	if p.cfg.Registry.ContainsFold([]byte(k)) || sc.Contains([]byte(k)) {
+		return true
+	}
+	var buf [64]byte // names are ASCII tokens, usually short: no allocation
+	return sc.Contains(appendCase(buf[:0], k, unicode.ToLower)) || sc.Contains(appendCase(buf[:0], k, unicode.ToUpper))
+}
+
+// appendCase appends k mapped by to (as strings.Map would) to b.
+func appendCase(b []byte, k string, to func(rune) rune) []byte {
+	for _, r := range k {
+		b = utf8.AppendRune(b, to(r))
+	}
+	return b
 }
 
 // decode undoes the response's content codings: every Content-Encoding

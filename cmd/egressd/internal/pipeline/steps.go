@@ -14,7 +14,14 @@ import (
 
 // Validate is step 1: parse and canonicalize once (request.Parse).
 func (p *Pipeline) Validate(in Input) (*request.Record, error) {
-	return request.Parse(in.Method, in.URL, in.Header, in.Body, p.cfg.Limits)
+	return p.auth.Parse(in.Method, in.URL, in.Header, in.Body, p.cfg.Limits)
+}
+
+// SplitHostPort is netguard.SplitHostPort through the pipeline's cache of
+// canonical authorities (request.Authorities), for the proxy face's
+// checks of Host fields inside tunnels.
+func (p *Pipeline) SplitHostPort(a string) (string, uint16, error) {
+	return p.auth.SplitHostPort(a)
 }
 
 // Resolve is step 3 (credential resolution): it refuses raw material from

@@ -115,6 +115,10 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
 	known := func(s string) bool {
 		// Placeholders are lowercase; a case-changed copy (a canonicalized
 		// header name, an upper-cased value) is still that placeholder.
+		// Without "hkp_" in any case there is none (and no copy is made).
+		if !containsFold(s, "hkp_") {
+			return false
+		}
 		for _, ph := range bundle.FindPlaceholders([]byte(strings.ToLower(s))) {
 			if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
 				return true
@@ -122,7 +126,8 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
 		}
 		return false
 	}
-	for _, f := range scan.DecodedForms(rec.Target()) {
+	var forms [4]string
+	for _, f := range scan.AppendDecodedForms(forms[:0], rec.Target()) {
 		if known(f) {
 			return true
 		}
@@ -137,7 +142,7 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
 			}
 		}
 	}
-	for _, f := range scan.DecodedForms(string(rec.Body)) {
+	for _, f := range scan.AppendDecodedForms(forms[:0], string(rec.Body)) {
 		if known(f) {
 			return true
 		}
@@ -210,4 +215,23 @@ func substituteOne(rec *request.Record, c *bundle.Credential) error {
 		return failed
 	}
 	return nil
+}
+
+// containsFold reports whether s contains sub (lowercase ASCII) in any
+// ASCII case.
+func containsFold(s, sub string) bool {
+outer:
+	for i := 0; i+len(sub) <= len(s); i++ {
+		for j := 0; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				continue outer
+			}
+		}
+		return true
+	}
+	return false
 }

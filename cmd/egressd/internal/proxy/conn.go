@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -31,6 +30,48 @@ type conn struct {
 	actor  audit.Actor
 	tunnel *tunnel
 	fields map[string]any // the audit fields of every request on c (read-only once built)
+
+	// The last Proxy-Authorization value that authenticated on c, decoded.
+	authHeader, authUser, authTok string
+
+	rdl, wdl time.Time // the read and write deadlines set on c (readBy, writeBy)
+}
+
+// deadlineSlack is how much earlier than asked a deadline may fall, at
+// most (and at most a sixteenth of its timeout): a connection's read and
+// write deadlines are moved only when the one in force would end sooner
+// than that before the new one (or after it), so that back-to-back
+// requests, which would each move them by a few milliseconds, mostly set
+// none (each set is a runtime timer update).
+const deadlineSlack = time.Second
+
+// readBy sets c's read deadline to d from now (within deadlineSlack).
+func (c *conn) readBy(d time.Duration) {
+	if t := time.Now().Add(d); moveDeadline(c.rdl, t, d) {
+		c.rdl = t
+		_ = c.c.SetReadDeadline(t)
+	}
+}
+
+// writeBy sets c's write deadline to d from now (within deadlineSlack).
+func (c *conn) writeBy(d time.Duration) {
+	if t := time.Now().Add(d); moveDeadline(c.wdl, t, d) {
+		c.wdl = t
+		_ = c.c.SetWriteDeadline(t)
+	}
+}
+
+// setDeadline sets both of c's deadlines to t.
+func (c *conn) setDeadline(t time.Time) {
+	c.rdl, c.wdl = t, t
+	_ = c.c.SetDeadline(t)
+}
+
+// moveDeadline reports whether a deadline cur must move to t, d from
+// now: cur is none, later than t, or before it by more than
+// min(deadlineSlack, d/16).
+func moveDeadline(cur, t time.Time, d time.Duration) bool {
+	return cur.IsZero() || cur.After(t) || t.Sub(cur) > min(deadlineSlack, d/16)
 }
 
 // tunnel is what an intercepted connection is bound to: its CONNECT
@@ -65,7 +106,7 @@ func (c *conn) serve() {
 		if first && c.tunnel == nil {
 			wait = cfg.HandshakeTimeout
 		}
-		_ = c.c.SetReadDeadline(time.Now().Add(wait))
+		c.readBy(wait)
 		c.lr.N = int64(cfg.MaxHeaderBytes) + int64(c.br.Buffered())
 		req, err := http.ReadRequest(c.br)
 		if err != nil {
@@ -77,7 +118,9 @@ func (c *conn) serve() {
 			return
 		}
 		c.lr.N = unlimited
-		_ = c.c.SetReadDeadline(time.Now().Add(cfg.RequestTimeout))
+		if req.Body != http.NoBody { // nothing more is read from c for a request without one
+			c.readBy(cfg.RequestTimeout)
+		}
 		if !c.handle(req) {
 			return
 		}
@@ -102,7 +145,7 @@ func (c *conn) handle(req *http.Request) bool {
 		c.rejectErr(b, req, err, req.Close || !drained)
 		return !req.Close && drained
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, int64(c.s.cfg.MaxBody)+1))
+	body, err := readBody(req, c.s.cfg.MaxBody)
 	if err != nil {
 		return false
 	}
@@ -165,7 +208,7 @@ func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 		scheme, rest, ok := strings.Cut(u, "://")
 		auth, _, _ := strings.Cut(rest, "/")
 		auth, _, _ = strings.Cut(auth, "?")
-		if !ok || !strings.EqualFold(scheme, netguard.SchemeHTTPS) || !sameAuthority(auth, t) {
+		if !ok || !strings.EqualFold(scheme, netguard.SchemeHTTPS) || !c.sameAuthority(auth, t) {
 			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeInvalidRequest, "the request target names another authority than the tunnel's"))
 		}
 	} else {
@@ -176,7 +219,7 @@ func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 		hosts = append(hosts, req.Host)
 	}
 	for _, h := range hosts {
-		if !sameAuthority(h, t) {
+		if !c.sameAuthority(h, t) {
 			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeHeaderInvalid, "Host names another authority than the tunnel's"))
 		}
 	}
@@ -191,12 +234,29 @@ func (c *conn) bundle() *bundle.Bundle {
 	return c.tunnel.b
 }
 
-func sameAuthority(a string, t *tunnel) bool {
-	host, port, err := netguard.SplitHostPort(a)
+func (c *conn) sameAuthority(a string, t *tunnel) bool {
+	host, port, err := c.s.cfg.Pipeline.SplitHostPort(a)
 	if port == 0 {
 		port = netguard.DefaultPort(netguard.SchemeHTTPS)
 	}
 	return err == nil && host == t.host && port == t.port
+}
+
+// readBody reads req's body, at most max+1 bytes: nothing for a request
+// without one (io.ReadAll would allocate anyway), one buffer of the
+// announced length for one with a Content-Length.
+func readBody(req *http.Request, max int) ([]byte, error) {
+	if req.Body == http.NoBody || req.Body == nil {
+		return nil, nil
+	}
+	if cl := req.ContentLength; cl > 0 && cl <= int64(max) {
+		buf := make([]byte, cl)
+		if _, err := io.ReadFull(req.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil // net/http's body reader stops at Content-Length
+	}
+	return io.ReadAll(io.LimitReader(req.Body, int64(max)+1))
 }
 
 // drain reads what is left of a refused request's body (at most max
@@ -209,19 +269,12 @@ func drain(body io.Reader, max int) bool {
 // respond writes the pipeline's sanitized answer, with Content-Length
 // recomputed, and reports whether the write succeeded.
 func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
-	h := make(http.Header, len(out.Header))
-	for _, f := range out.Header { // names are canonical keys of the upstream's header already
-		h[f.Name] = append(h[f.Name], f.Value)
-	}
-	resp := &http.Response{StatusCode: out.Status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
-		ContentLength: int64(len(out.Body)), Body: io.NopCloser(bytes.NewReader(out.Body)), Close: req.Close}
-	return c.write(resp)
+	return c.write(req.Method, out.Status, out.Header, out.Body, req.Close)
 }
 
-func (c *conn) write(resp *http.Response) bool {
-	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
-	if err := resp.Write(c.bw); err != nil {
-		return false
-	}
+// write sends one response with writeResponse and one flush.
+func (c *conn) write(method string, status int, header []request.Field, body []byte, closeAfter bool) bool {
+	c.writeBy(c.s.cfg.RequestTimeout)
+	writeResponse(c.bw, method, status, header, body, closeAfter)
 	return c.bw.Flush() == nil
 }

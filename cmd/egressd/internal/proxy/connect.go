@@ -79,7 +79,7 @@ func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
 // established answers a CONNECT with 200 (no body, no Content-Length:
 // RFC 9110 §9.3.6).
 func (c *conn) established() bool {
-	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
+	c.writeBy(c.s.cfg.RequestTimeout)
 	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return false
 	}
@@ -102,13 +102,13 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	tc := tls.Server(&bufConn{Conn: c.c, r: c.br}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
 	})
-	_ = c.c.SetDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
+	c.setDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
 	if err := tc.HandshakeContext(c.s.ctx); err != nil {
 		c.s.cfg.Logger.Info("proxy.tls_handshake_failed", slog.String(pipeline.KeyInvocation, t.b.Invocation),
 			slog.String(pipeline.KeyOrigin, t.authority()), slog.String("err", err.Error()))
 		return
 	}
-	_ = c.c.SetDeadline(time.Time{})
+	c.setDeadline(time.Time{}) // the inner conn sets its own, on the same socket
 	inner := newConn(c.s, tc, c.via, c.actor)
 	inner.tunnel = t
 	inner.serve()
@@ -157,7 +157,7 @@ func (c *conn) opaque(t *tunnel, r transport.Route) {
 	}
 	t.b.AddRequest()
 	start := time.Now()
-	_ = c.c.SetDeadline(time.Time{})
+	c.setDeadline(time.Time{})
 	var last atomic.Int64
 	var out, in atomic.Uint64
 	var wg sync.WaitGroup

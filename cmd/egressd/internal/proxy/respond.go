@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/wire"
@@ -77,15 +76,13 @@ func (c *conn) refuse(err error, closeAfter bool) {
 	status := Status(err)
 	msg := c.s.cfg.Registry.Scrubber().Scrub(we.Msg)
 	body := []byte("egressd: " + we.Code + ": " + msg + "\n")
-	h := http.Header{}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set(HeaderError, we.Code)
+	h := make([]request.Field, 0, 3) // sorted by name, as writeResponse wants
+	h = append(h, request.Field{Name: "Content-Type", Value: "text/plain; charset=utf-8"})
 	if status == http.StatusProxyAuthRequired {
-		h.Set("Proxy-Authenticate", `Basic realm="hostkit egressd"`)
+		h = append(h, request.Field{Name: "Proxy-Authenticate", Value: `Basic realm="hostkit egressd"`})
 	}
-	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Close: closeAfter,
-		ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body))}
-	c.write(resp)
+	h = append(h, request.Field{Name: HeaderError, Value: we.Code})
+	c.write("", status, h, body, closeAfter)
 }
 
 // reject audits a refusal the pipeline did not see (authentication,
@@ -131,12 +128,16 @@ func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
 			why = "missing"
 			return nil, errDenied
 		}
-		scheme, cred, _ := strings.Cut(h, " ")
-		dec, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-		user, tok, ok := strings.Cut(string(dec), ":")
-		if !strings.EqualFold(scheme, "Basic") || derr != nil || !ok || !bundle.ValidInvocation(user) {
-			why = "malformed"
-			return nil, errDenied
+		user, tok := c.authUser, c.authTok
+		if h != c.authHeader {
+			scheme, cred, _ := strings.Cut(h, " ")
+			dec, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+			u, t, ok := strings.Cut(string(dec), ":")
+			if !strings.EqualFold(scheme, "Basic") || derr != nil || !ok || !bundle.ValidInvocation(u) {
+				why = "malformed"
+				return nil, errDenied
+			}
+			user, tok = u, t
 		}
 		inv = user
 		b, gerr := c.s.cfg.Registry.Get(user)
@@ -148,6 +149,10 @@ func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
 			why = "bad_token"
 			return nil, errDenied
 		}
+		// The next request on this connection usually sends the same
+		// header: it is then not decoded again (the bundle and token are
+		// still checked each time).
+		c.authHeader, c.authUser, c.authTok = h, user, tok
 		return b, nil
 	}()
 	if err != nil {

@@ -58,6 +58,12 @@ const ReservedPrefix = "X-Hostkit-"
 // differs from the URL's authority, Content-Length with Transfer-Encoding,
 // a transfer coding other than chunked), egress.too_large (over lim).
 func Parse(method, rawURL string, fields []Field, body []byte, lim Limits) (*Record, error) {
+	return (*Authorities)(nil).Parse(method, rawURL, fields, body, lim)
+}
+
+// Parse is request.Parse with authorities (the URL's and the Host
+// field's) split through a.
+func (a *Authorities) Parse(method, rawURL string, fields []Field, body []byte, lim Limits) (*Record, error) {
 	lim = lim.orDefault()
 	if err := checkMethod(method); err != nil {
 		return nil, err
@@ -65,7 +71,7 @@ func Parse(method, rawURL string, fields []Field, body []byte, lim Limits) (*Rec
 	if len(rawURL) > lim.MaxURL {
 		return nil, wire.Errorf(egressdapi.CodeTooLarge, "URL is longer than %d bytes", lim.MaxURL)
 	}
-	rec, err := parseURL(rawURL)
+	rec, err := parseURL(rawURL, a)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +79,7 @@ func Parse(method, rawURL string, fields []Field, body []byte, lim Limits) (*Rec
 	if len(body) > lim.MaxBody {
 		return nil, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", lim.MaxBody)
 	}
-	if rec.Header, err = parseHeader(rec, fields, len(body), lim); err != nil {
+	if rec.Header, err = parseHeader(rec, fields, len(body), lim, a); err != nil {
 		return nil, err
 	}
 	rec.Body = body
@@ -100,7 +106,7 @@ func isToken(s string) bool {
 	return true
 }
 
-func parseHeader(rec *Record, fields []Field, bodyLen int, lim Limits) (http.Header, error) {
+func parseHeader(rec *Record, fields []Field, bodyLen int, lim Limits, a *Authorities) (http.Header, error) {
 	if len(fields) > lim.MaxHeaders {
 		return nil, wire.Errorf(egressdapi.CodeTooLarge, "more than %d header fields", lim.MaxHeaders)
 	}
@@ -118,7 +124,7 @@ func parseHeader(rec *Record, fields []Field, bodyLen int, lim Limits) (http.Hea
 		}
 		h.Add(f.Name, f.Value)
 	}
-	if err := checkHost(rec, h.Values("Host")); err != nil {
+	if err := checkHost(rec, h.Values("Host"), a); err != nil {
 		return nil, err
 	}
 	if err := checkFraming(h, bodyLen); err != nil {
@@ -142,14 +148,14 @@ func parseHeader(rec *Record, fields []Field, bodyLen int, lim Limits) (http.Hea
 
 // checkHost accepts at most one Host field, equal (after canonicalization)
 // to the URL's authority.
-func checkHost(rec *Record, hosts []string) error {
+func checkHost(rec *Record, hosts []string, a *Authorities) error {
 	if len(hosts) == 0 {
 		return nil
 	}
 	if len(hosts) > 1 {
 		return wire.Errorf(egressdapi.CodeHeaderInvalid, "more than one Host header")
 	}
-	host, port, err := netguard.SplitHostPort(hosts[0])
+	host, port, err := a.SplitHostPort(hosts[0])
 	if err != nil {
 		return wire.Wrap(egressdapi.CodeHeaderInvalid, "Host header is not a valid authority", err)
 	}

@@ -24,6 +24,10 @@ type Record struct {
 	Query  string      // raw query without "?"; "" = none
 	Header http.Header // validated; Host, framing, hop-by-hop, proxy and reserved headers removed
 	Body   []byte      // at most Limits.MaxBody bytes
+
+	// origin and authority cache OriginString and Authority (a request
+	// needs each several times); Scheme, Host and Port never change.
+	origin, authority string
 }
 
 // Origin returns the request's canonical origin (default port as 0).
@@ -35,11 +39,22 @@ func (r *Record) Origin() netguard.Origin {
 	return o
 }
 
+// OriginString returns Origin().String(), formatted once per record.
+func (r *Record) OriginString() string {
+	if r.origin == "" {
+		r.origin = r.Origin().String()
+	}
+	return r.origin
+}
+
 // Authority returns "host[:port]" with the default port omitted, the value
 // of the Host header egressd sends.
 func (r *Record) Authority() string {
-	o := r.Origin()
-	return netguard.JoinHostPort(o.Host, o.Port)
+	if r.authority == "" {
+		o := r.Origin()
+		r.authority = netguard.JoinHostPort(o.Host, o.Port)
+	}
+	return r.authority
 }
 
 // Target returns the request target (path and query) as sent.

@@ -13,8 +13,8 @@ import (
 // no whitespace or control bytes, no non-ASCII byte outside the host (an
 // IDNA name), only valid percent escapes,
 // and the authority through netguard.SplitHostPort (canonical host, ports
-// 1-65535, no zones, no numeric look-alikes).
-func parseURL(s string) (*Record, error) {
+// 1-65535, no zones, no numeric look-alikes), cached by a when not nil.
+func parseURL(s string, a *Authorities) (*Record, error) {
 	bad := func(msg string) error { return wire.Errorf(egressdapi.CodeInvalidRequest, "URL %s", msg) }
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -49,7 +49,7 @@ func parseURL(s string) (*Record, error) {
 	if strings.IndexByte(auth, '%') >= 0 {
 		return nil, bad("authority holds a percent escape")
 	}
-	host, port, err := netguard.SplitHostPort(auth)
+	host, port, err := a.SplitHostPort(auth)
 	if err != nil {
 		return nil, wire.Wrap(egressdapi.CodeInvalidRequest, "URL host: "+wire.AsError(err).Msg, err)
 	}

@@ -38,38 +38,65 @@ func (s Scanner) Manual(rec *request.Record) error {
 	if s.Holds == nil {
 		return nil
 	}
-	refuse := wire.Errorf(egressdapi.CodeManualCredential, "the request carries a raw credential value; send it without one and egressd attaches it")
 	for _, vs := range rec.Header {
 		for _, v := range vs {
 			if s.Holds([]byte(v)) {
-				return refuse
+				return errManual()
 			}
-			for _, tok := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' }) {
+			// The tokens strings.FieldsFunc would give (split at space,
+			// comma and semicolon, empty ones dropped), without its slice.
+			for rest := v; rest != ""; {
+				tok := rest
+				if i := strings.IndexAny(rest, " ,;"); i >= 0 {
+					tok, rest = rest[:i], rest[i+1:]
+				} else {
+					rest = ""
+				}
+				if tok == "" {
+					continue
+				}
 				_, after, _ := strings.Cut(tok, "=")
 				if s.Holds([]byte(tok)) || s.Holds([]byte(after)) {
-					return refuse
+					return errManual()
 				}
 			}
 		}
 	}
-	if q, err := url.ParseQuery(rec.Query); err == nil {
-		for _, vs := range q {
-			for _, v := range vs {
-				if s.Holds([]byte(v)) {
-					return refuse
+	if rec.Query != "" {
+		if q, err := url.ParseQuery(rec.Query); err == nil {
+			for _, vs := range q {
+				for _, v := range vs {
+					if s.Holds([]byte(v)) {
+						return errManual()
+					}
 				}
 			}
 		}
 	}
-	for seg := range strings.SplitSeq(rec.Path, "/") {
+	for path := rec.Path; ; {
+		seg, rest, more := strings.Cut(path, "/")
 		if d, err := url.PathUnescape(seg); err == nil && s.Holds([]byte(d)) {
-			return refuse
+			return errManual()
 		}
+		if !more {
+			break
+		}
+		path = rest
 	}
 	if len(rec.Body) > 0 && s.Holds(rec.Body) {
-		return refuse
+		return errManual()
 	}
 	return nil
+}
+
+// errManual and errInRequest are the two refusals, made when they happen
+// (wire.Errorf formats its message).
+func errManual() error {
+	return wire.Errorf(egressdapi.CodeManualCredential, "the request carries a raw credential value; send it without one and egressd attaches it")
+}
+
+func errInRequest() error {
+	return wire.Errorf(egressdapi.CodeSecretInRequest, "the request carries credential material where egressd did not place it")
 }
 
 // Request refuses a request whose target (raw, and percent-decoded up to
@@ -78,24 +105,24 @@ func (s Scanner) Manual(rec *request.Record) error {
 // (egress.secret_in_request).
 func (s Scanner) Request(rec *request.Record) error {
 	sc := s.Scrubber
-	refuse := wire.Errorf(egressdapi.CodeSecretInRequest, "the request carries credential material where egressd did not place it")
-	for _, form := range DecodedForms(rec.Target()) {
+	var forms [4]string
+	for _, form := range AppendDecodedForms(forms[:0], rec.Target()) {
 		if sc.Contains([]byte(form)) {
-			return refuse
+			return errInRequest()
 		}
 	}
 	for name, vs := range rec.Header {
 		if sc.Contains([]byte(name)) {
-			return refuse
+			return errInRequest()
 		}
 		for _, v := range vs {
 			if sc.Contains([]byte(v)) {
-				return refuse
+				return errInRequest()
 			}
 		}
 	}
 	if sc.Contains(rec.Body) {
-		return refuse
+		return errInRequest()
 	}
 	return nil
 }
@@ -103,8 +130,12 @@ func (s Scanner) Request(rec *request.Record) error {
 // DecodedForms returns s and its successive percent-decodings (lenient:
 // an invalid escape stays as it is), at most MaxDecodeRounds of them, each
 // also with "+" read as a space; it stops at a fixpoint.
-func DecodedForms(s string) []string {
-	forms := []string{s}
+func DecodedForms(s string) []string { return AppendDecodedForms(nil, s) }
+
+// AppendDecodedForms appends DecodedForms(s) to forms (a caller's array
+// spares the allocation for the usual single form).
+func AppendDecodedForms(forms []string, s string) []string {
+	forms = append(forms, s)
 	if strings.IndexByte(s, '+') >= 0 {
 		forms = append(forms, strings.ReplaceAll(s, "+", " "))
 	}

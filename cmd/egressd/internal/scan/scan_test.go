@@ -85,6 +85,10 @@ func TestManual(t *testing.T) {
 		{name: "bearer", url: "https://api.test/", hdr: []string{"Authorization", "Bearer " + "x"}},
 		{name: "query", url: "https://api.test/?key=" + url.QueryEscape(canary)},
 		{name: "body", url: "https://api.test/", body: canary},
+		{name: "cookie token", url: "https://api.test/", hdr: []string{"Cookie", "a=1; sid=x; b=2"}},
+		{name: "list token", url: "https://api.test/", hdr: []string{"X-List", "one,, x,two"}},
+		{name: "last token", url: "https://api.test/", hdr: []string{"X-List", "one ;x"}},
+		{name: "path segment", url: "https://api.test/a/x/b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,4 +99,7 @@ func TestManual(t *testing.T) {
 		})
 	}
 	is.New(t).NoErr(scanner().Manual(rec(t, "https://api.test/a?b=c", "{}", "Accept", "*/*")))
+	s := scanner()
+	s.Holds = func(b []byte) bool { return string(b) == "x" }
+	is.New(t).NoErr(s.Manual(rec(t, "https://api.test/a", "", "X-List", "ax ,;xb; y=xx"))) // only parts of tokens
 }

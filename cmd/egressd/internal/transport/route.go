@@ -7,12 +7,16 @@
 // checked address), so a connection made for one address never serves
 // another. TLS is verified (system roots plus an optional CA file);
 // redirects are never followed; proxies from the environment are never
-// used.
+// used. HTTP/1.1 goes over the package's own connections (conn.go,
+// pool.go: one goroutine per request, none per connection); an upstream
+// that negotiates HTTP/2, and a request with a large body, go through a
+// net/http Transport dialled the same way.
 package transport
 
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"hostkit.dev/lib/api/egressdapi"
@@ -92,8 +96,11 @@ func (t *Transport) Route(ctx context.Context, host string, port uint16) (Route,
 }
 
 func (t *Transport) route(ctx context.Context, host string, port uint16) (Route, error) {
-	if a, ok := t.cfg.HostMap[netguard.JoinHostPort(host, port)]; ok {
-		return Route{Addr: netip.AddrPortFrom(a, port), Class: netguard.Classify(a), Mapped: true}, nil
+	if len(t.cfg.HostMap) > 0 {
+		var buf [128]byte // the key as netguard.JoinHostPort spells it, without allocating
+		if a, ok := t.cfg.HostMap[string(appendHostPort(buf[:0], host, port))]; ok {
+			return Route{Addr: netip.AddrPortFrom(a, port), Class: netguard.Classify(a), Mapped: true}, nil
+		}
 	}
 	if host == "localhost" {
 		a := netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -123,4 +130,17 @@ func (t *Transport) route(ctx context.Context, host string, port uint16) (Route,
 		worst = max(worst, c)
 	}
 	return Route{}, wire.Errorf(egressdapi.CodeAddressForbidden, "the name resolves to no public address (class %s)", worst)
+}
+
+// appendHostPort appends netguard.JoinHostPort(host, port) to b.
+func appendHostPort(b []byte, host string, port uint16) []byte {
+	if strings.IndexByte(host, ':') >= 0 && !strings.HasPrefix(host, "[") {
+		b = append(append(append(b, '['), host...), ']')
+	} else {
+		b = append(b, host...)
+	}
+	if port == 0 {
+		return b
+	}
+	return strconv.AppendUint(append(b, ':'), uint64(port), 10)
 }

@@ -2,15 +2,13 @@ package transport
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"sync"
-	"syscall"
 	"time"
 
 	"hostkit.dev/lib/api/egressdapi"
@@ -38,7 +36,7 @@ type Transport struct {
 	cfg      Config
 	resolver Resolver
 	mu       sync.Mutex
-	pools    map[poolKey]*http.Transport
+	pools    map[poolKey]*pool
 	order    []poolKey
 }
 
@@ -66,7 +64,7 @@ func New(cfg Config) *Transport {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 256
 	}
-	t := &Transport{cfg: cfg, resolver: cfg.Resolver, pools: map[poolKey]*http.Transport{}}
+	t := &Transport{cfg: cfg, resolver: cfg.Resolver, pools: map[poolKey]*pool{}}
 	if t.resolver == nil {
 		t.resolver = net.DefaultResolver
 	}
@@ -75,9 +73,12 @@ func New(cfg Config) *Transport {
 
 // RoundTrip sends req (whose URL's scheme, host and port are origin's)
 // over a connection to exactly r.Addr. It never follows redirects: a 3xx
-// is returned as it is. Errors: egress.timeout, egress.upstream_error.
+// is returned as it is. req's context bounds the whole exchange (its
+// deadline, and its end interrupts it); read the response body to its
+// end, then close it, for the connection to be kept. Errors:
+// egress.timeout, egress.upstream_error.
 func (t *Transport) RoundTrip(req *http.Request, origin string, r Route) (*http.Response, error) {
-	resp, err := t.pool(origin, r.Addr).RoundTrip(req)
+	resp, err := t.pool(req.URL, origin, r.Addr).roundTrip(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return nil, wire.Wrap(egressdapi.CodeTimeout, "upstream did not answer in time", err)
@@ -92,8 +93,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// pool returns the connection pool for (origin, addr).
-func (t *Transport) pool(origin string, addr netip.AddrPort) *http.Transport {
+// pool returns the connection pool for (origin, addr); u is the URL of
+// the request that needs it (its scheme and host are origin's).
+func (t *Transport) pool(u *url.URL, origin string, addr netip.AddrPort) *pool {
 	key := poolKey{origin, addr}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -103,46 +105,13 @@ func (t *Transport) pool(origin string, addr netip.AddrPort) *http.Transport {
 	if len(t.order) >= t.cfg.MaxKeys {
 		old := t.order[0]
 		t.order = t.order[1:]
-		t.pools[old].CloseIdleConnections()
+		t.pools[old].close()
 		delete(t.pools, old)
 	}
-	p := t.newPool(addr)
+	p := t.newPool(u.Scheme == "https", u.Hostname(), addr)
 	t.pools[key] = p
 	t.order = append(t.order, key)
 	return p
-}
-
-func (t *Transport) newPool(want netip.AddrPort) *http.Transport {
-	d := &net.Dialer{
-		Timeout:   t.cfg.DialTimeout,
-		KeepAlive: 30 * time.Second,
-		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
-			got, err := netip.ParseAddrPort(address)
-			if err != nil || got != want {
-				return fmt.Errorf("transport: refusing to connect to %s, checked %s", address, want)
-			}
-			if t.cfg.OnDial != nil {
-				t.cfg.OnDial(got)
-			}
-			return nil
-		},
-	}
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", want.String())
-		},
-		// TLS sessions are resumed only within this pool (one origin,
-		// one checked address), after a fully verified handshake.
-		TLSClientConfig:        &tls.Config{RootCAs: t.cfg.RootCAs, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64)},
-		ForceAttemptHTTP2:      true,
-		DisableCompression:     true,
-		MaxIdleConnsPerHost:    t.cfg.MaxIdlePerKey,
-		IdleConnTimeout:        t.cfg.IdleConnTimeout,
-		ResponseHeaderTimeout:  t.cfg.ResponseHeaderTimeout,
-		TLSHandshakeTimeout:    t.cfg.DialTimeout,
-		MaxResponseHeaderBytes: 64 << 10,
-	}
 }
 
 // Close closes every idle connection and forgets the pools.
@@ -150,7 +119,7 @@ func (t *Transport) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.pools {
-		p.CloseIdleConnections()
+		p.close()
 	}
-	t.pools, t.order = map[poolKey]*http.Transport{}, nil
+	t.pools, t.order = map[poolKey]*pool{}, nil
 }
