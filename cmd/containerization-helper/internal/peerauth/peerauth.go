@@ -6,7 +6,9 @@
 //
 // Identity of a peer's executable is the open file behind
 // /proc/<pid>/exe, not its path: hashes are cached by (device, inode,
-// size, mtime) of that file, and the pid is re-verified (its start time
+// size, mtime, ctime) of that file (ctime because an owner can set mtime
+// back after editing a binary between runs, but any write or utimes(2)
+// moves ctime), and the pid is re-verified (its start time
 // in /proc/<pid>/stat, before and after the read) so a pid recycled while
 // the helper looked cannot pass with another process's binary.
 //
@@ -84,11 +86,14 @@ type Authenticator struct {
 }
 
 // fileKey identifies one version of a file: what a stat says of it. A
-// running binary cannot be written (ETXTBSY), so a key's content is fixed.
+// running binary cannot be written (ETXTBSY), but one may be edited
+// between runs and its mtime set back (utimes(2)); that moves ctime,
+// which no unprivileged call can set, so ctime is part of the key.
 type fileKey struct {
 	dev, ino uint64
 	size     int64
 	mtimeNS  int64
+	ctimeNS  int64
 }
 
 // New builds an Authenticator. Errors: an AllowPaths entry that cannot be

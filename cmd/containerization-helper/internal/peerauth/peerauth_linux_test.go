@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	"golang.org/x/sys/unix"
 	"hostkit.dev/lib/sock"
 	"hostkit.dev/lib/wire"
 )
@@ -114,6 +116,33 @@ func TestAuthenticateRealProcesses(t *testing.T) {
 			copyExe(t, busybox, exe, nil) // same bytes, new inode: still refused
 			return pid
 		}, ReasonReplaced},
+		{"edited between runs with its mtime set back", func(t *testing.T, exe string) int {
+			// The cache must not vouch for new bytes behind an old
+			// (dev, ino, size, mtime): run it once (cached), stop it,
+			// patch it in place, restore the mtime, run it again.
+			copyExe(t, busybox, exe, []byte("build-A"))
+			fi, err := os.Stat(exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := sleeper(t, exe)
+			// Cache the allowed hash of this very file version first.
+			a.store(keyOfPath(t, exe), allowedHash(t, a))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(t, pid)
+			f, err := os.OpenFile(exe, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte("build-B"), fi.Size()-7); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Chtimes(exe, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			return sleeper(t, exe)
+		}, ReasonNotAllowed},
 		{"deleted after start", func(t *testing.T, exe string) int {
 			copyExe(t, busybox, exe, nil)
 			pid := sleeper(t, exe)
@@ -187,4 +216,36 @@ func TestStartTime(t *testing.T) {
 	is.NoErr(err)
 	is.True(a > 0)
 	is.Equal(a, b)
+}
+
+// keyOfPath is the cache key of the file at path.
+func keyOfPath(t *testing.T, path string) fileKey {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return keyOf(&st)
+}
+
+// allowedHash is one hash on a's allowlist.
+func allowedHash(t *testing.T, a *Authenticator) [32]byte {
+	t.Helper()
+	for h := range a.allow {
+		return h
+	}
+	t.Fatal("empty allowlist")
+	return [32]byte{}
+}
+
+// waitGone waits until pid no longer runs its program (killed and reaped
+// by sleeper's cleanup only at the end, so a zombie counts as gone).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil {
+			return
+		}
+	}
+	t.Fatalf("pid %d still runs", pid)
 }

@@ -82,7 +82,7 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 }
 
 func keyOf(st *unix.Stat_t) fileKey {
-	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtimeNS: st.Mtim.Nano()}
+	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtimeNS: st.Mtim.Nano(), ctimeNS: st.Ctim.Nano()}
 }
 
 // startTime returns field 22 (starttime, clock ticks after boot) of
