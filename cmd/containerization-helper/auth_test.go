@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -27,23 +28,35 @@ type peer struct {
 
 func startPeer(t *testing.T, exe, sockPath string, cred *syscall.Credential) *peer {
 	t.Helper()
-	p := &peer{out: &syncBuffer{}}
-	p.cmd = exec.Command(exe)
-	p.cmd.Env = []string{envClient + "=" + sockPath, envWait + "=1"}
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	if cred != nil {
-		// (Not 65534: that is the overflow uid, which lib/sock refuses
-		// before any role check.) Another uid that may still reach the 0700 socket directory: only
-		// the helper's role check stands between it and the ops.
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, AmbientCaps: []uintptr{unix.CAP_DAC_OVERRIDE}}
-	}
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+	var p *peer
+	// A fork elsewhere in this test binary (the tests run in parallel) may
+	// still hold the copy's write descriptor, until that child execs:
+	// ETXTBSY (golang.org/issue/22315). It passes; try again.
+	for attempt := 0; ; attempt++ {
+		p = &peer{out: &syncBuffer{}}
+		p.cmd = exec.Command(exe)
+		p.cmd.Env = []string{envClient + "=" + sockPath, envWait + "=1"}
+		p.cmd.Stdout = p.out
+		p.cmd.Stderr = p.out
+		if cred != nil {
+			// (Not 65534: that is the overflow uid, which lib/sock refuses
+			// before any role check.) Another uid that may still reach the 0700 socket directory: only
+			// the helper's role check stands between it and the ops.
+			p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, AmbientCaps: []uintptr{unix.CAP_DAC_OVERRIDE}}
+		}
+		var err error
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		err = p.cmd.Start()
+		if err == nil {
+			break
+		}
+		p.stdin.Close()
+		if !errors.Is(err, syscall.ETXTBSY) || attempt == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
 	// The exec is done once /proc/<pid>/exe names the copy.

@@ -111,8 +111,9 @@ func runc(t *testing.T, root string, args ...string) {
 }
 
 // foreignBundle makes a bundle for a container that is not the helper's:
-// it copies a helper-made bundle's rootfs reference and config, drops
-// every annotation, and points root.path at the same rootfs.
+// it copies a helper-made bundle's config (whose root.path is the shared,
+// read-only rootfs cache entry), replaces every annotation with ann, and
+// gives it its own cgroup.
 func foreignBundle(t *testing.T, from, dir string, ann map[string]string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(from, "config.json"))
@@ -124,7 +125,7 @@ func foreignBundle(t *testing.T, from, dir string, ann map[string]string) string
 		t.Fatal(err)
 	}
 	cfg["annotations"] = ann
-	cfg["root"] = map[string]any{"path": filepath.Join(from, "rootfs"), "readonly": true}
+	cfg["linux"].(map[string]any)["cgroupsPath"] = "/hkt-" + filepath.Base(dir) + "-" + filepath.Base(filepath.Dir(dir))
 	b, _ = json.Marshal(cfg)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&allowSHA, "allow-exe-sha256", "SHA-256 (64 hex) of an executable that may connect (repeatable)")
 	idle := fs.Duration("idle-timeout", 60*time.Second, "exit after this long without connections or ops under way; 0 never exits")
 	runtimeName := fs.String("runtime", "runc", "OCI runtime: runc or crun")
+	auditFsync := fs.String("audit-fsync", "always", "audit log fsync policy: always (every record is on disk before the op goes on) or never (the kernel flushes it)")
 	env, err := daemon.Setup(fs, args, "containerization-helper", daemon.NameHelper, "CONTAINERIZATION_HELPER", stdout, stderr)
 	if errors.Is(err, daemon.ErrVersionShown) {
 		return nil
@@ -46,6 +47,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *idle < 0 {
 		return errors.New("-idle-timeout must be 0 or positive")
 	}
+	policy, err := fsyncPolicy(*auditFsync)
+	if err != nil {
+		return err
+	}
 	r, err := roles()
 	if err != nil {
 		return err
@@ -55,7 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	alog, err := daemon.OpenAudit(env.Layout, daemon.NameHelper, env.Scrubber)
+	alog, err := audit.Open(audit.Options{Dir: env.Layout.LogDir(daemon.NameHelper), Name: daemon.AuditFile,
+		Daemon: daemon.NameHelper, Scrubber: env.Scrubber, Fsync: policy}) // daemon.OpenAudit, with the policy
 	if err != nil {
 		return err
 	}
@@ -108,6 +114,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		},
 	}
 	return svc.Run(sctx)
+}
+
+// fsyncPolicy parses -audit-fsync (as egressd's): "always" fsyncs every
+// audit record before the op goes on (the default: two records per
+// mutation, one per other op), "never" leaves flushing to the kernel —
+// records then survive a crash of the helper but not of the machine.
+func fsyncPolicy(s string) (audit.FsyncPolicy, error) {
+	switch s {
+	case "always":
+		return audit.FsyncAlways, nil
+	case "never":
+		return audit.FsyncNever, nil
+	}
+	return 0, fmt.Errorf("-audit-fsync: want always or never, got %q", s)
 }
 
 // selfActor checks the helper's own binary every selfCheckEvery and when

@@ -22,9 +22,14 @@
 //   - the pinned working directory still exists (CodeWorkDirInvalid).
 //
 // Then it runs the program (Linux only; elsewhere CodePlatformUnsupported):
-// stdin is /dev/null; stdout and stderr are unlinked temporary files
-// (O_TMPFILE, or create+unlink) in a private 0700 directory, read back after
-// exit up to their limits; the child leads its own process group and gets
+// stdin is /dev/null; stdout and stderr are unnamed temporary files
+// (O_TMPFILE|O_EXCL, or create+unlink) in the Runner's private 0700
+// directory (made once, reused, re-checked by descriptor at every run,
+// removed by Close), read back after exit up to their limits — or, for a
+// stream the spec gives its own file (CommandSpec.Stdout/Stderr: an open
+// regular file opened O_APPEND, which is how a container's console log
+// reaches runc), that file as it is, neither read back nor limited nor
+// closed; the child leads its own process group and gets
 // no descriptor other than 0, 1 and 2 (the runner marks every other
 // descriptor of this process close-on-exec before starting it). The
 // timeout, the caller's context and an output watcher each kill the whole

@@ -24,12 +24,23 @@ const (
 // execute runs a prepared spec (Linux).
 func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 	spec := p.spec
-	stdout, stderr, err := outputFiles(r.tempDir)
+	stdout, stderr, err := r.out.files(spec.Stdout == nil, spec.Stderr == nil)
 	if err != nil {
 		return nil, wire.Wrap(CodeExecFailed, r.text(spec.Purpose)+": cannot create output files", err)
 	}
-	defer stdout.Close()
-	defer stderr.Close()
+	// The child's descriptors 1 and 2: the runner's unnamed files, or the
+	// caller's own (never closed or read here).
+	childOut, childErr := stdout, stderr
+	if stdout != nil {
+		defer stdout.Close()
+	} else {
+		childOut = spec.Stdout
+	}
+	if stderr != nil {
+		defer stderr.Close()
+	} else {
+		childErr = spec.Stderr
+	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, wire.Wrap(CodeExecFailed, r.text(spec.Purpose)+": cannot open "+os.DevNull, err)
@@ -54,8 +65,8 @@ func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 		Env:    env,
 		Dir:    fmt.Sprintf("/proc/self/fd/%d", dirfd), // resolved in the child: the pinned directory
 		Stdin:  devnull,
-		Stdout: stdout,
-		Stderr: stderr,
+		Stdout: childOut,
+		Stderr: childErr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL, // if this thread dies, the leader dies
@@ -153,8 +164,8 @@ func waitExited(pid int) error {
 	}
 }
 
-// watch kills g when either output file passes its limit, until exited is
-// closed.
+// watch kills g when either of the runner's output files passes its limit,
+// until exited is closed (a nil file, the caller's, is not watched).
 func watch(exited <-chan struct{}, g *group, stdout, stderr *os.File, outLimit, errLimit int64) {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
@@ -171,8 +182,12 @@ func watch(exited <-chan struct{}, g *group, stdout, stderr *os.File, outLimit, 
 	}
 }
 
-// size returns f's size, or 0 when it cannot be read.
+// size returns f's size, or 0 when it cannot be read or f is nil (a
+// caller-supplied file: neither read nor watched).
 func size(f *os.File) int64 {
+	if f == nil {
+		return 0
+	}
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil {
 		return 0
@@ -181,7 +196,11 @@ func size(f *os.File) int64 {
 }
 
 // readBounded returns at most limit bytes from the start of f and f's size.
+// A nil f (a caller-supplied file) gives nothing.
 func readBounded(f *os.File, limit int64) ([]byte, int64, error) {
+	if f == nil {
+		return nil, 0, nil
+	}
 	n := size(f)
 	buf := make([]byte, min(n, limit))
 	m, err := f.ReadAt(buf, 0)

@@ -39,17 +39,18 @@ type Config struct {
 	// Scrubber, when set, removes registered secret values from arguments,
 	// output tails, messages and logs (after redact.String).
 	Scrubber *redact.Scrubber
-	// TempDir is where each run makes its private 0700 output directory;
-	// "" means os.TempDir().
+	// TempDir is where the Runner makes its private 0700 output directory
+	// (once, at the first run, and again only if it disappears); ""
+	// means os.TempDir(). Close removes it.
 	TempDir string
 }
 
 // Runner runs CommandSpecs. It is safe for concurrent use.
 type Runner struct {
-	policy  *Policy
-	log     *slog.Logger
-	scrub   *redact.Scrubber
-	tempDir string
+	policy *Policy
+	log    *slog.Logger
+	scrub  *redact.Scrubber
+	out    *outDir
 }
 
 // NewRunner returns a Runner; a nil Policy is CodeInvalidSpec.
@@ -57,15 +58,21 @@ func NewRunner(c Config) (*Runner, error) {
 	if c.Policy == nil {
 		return nil, wire.Errorf(CodeInvalidSpec, "a runner needs a policy")
 	}
-	r := &Runner{policy: c.Policy, log: c.Logger, scrub: c.Scrubber, tempDir: c.TempDir}
+	parent := c.TempDir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	r := &Runner{policy: c.Policy, log: c.Logger, scrub: c.Scrubber, out: &outDir{parent: parent}}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if r.tempDir == "" {
-		r.tempDir = os.TempDir()
-	}
 	return r, nil
 }
+
+// Close removes the Runner's private output directory (the unnamed output
+// files of runs under way are not affected). Runs after Close make a new
+// one, so Close belongs with the Runner's owner shutting down. Idempotent.
+func (r *Runner) Close() error { return r.out.close() }
 
 // Result is what a started program did. Stdout and Stderr are the raw bytes,
 // at most the spec's limits, for the caller's decoder: never log them; log
@@ -133,6 +140,9 @@ type prepared struct {
 // prepare runs every check that precedes execution.
 func (r *Runner) prepare(spec *CommandSpec) (*prepared, error) {
 	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkOutputFiles(spec); err != nil {
 		return nil, err
 	}
 	path, err := Resolve(spec.Executable)

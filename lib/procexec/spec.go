@@ -1,6 +1,7 @@
 package procexec
 
 import (
+	"os"
 	"strings"
 	"time"
 
@@ -76,6 +77,19 @@ type CommandSpec struct {
 	// DefaultOutputLimit (1 MiB), at most MaxOutputLimit (64 MiB).
 	StdoutLimit int64
 	StderrLimit int64
+	// Stdout and Stderr, when not nil, are caller-supplied output files:
+	// the child gets the file as descriptor 1 (or 2) instead of one of the
+	// runner's unnamed temporary files, so what it writes (and what a
+	// process that inherits the descriptor writes later, such as a
+	// container's init) goes straight to it. Each must be an open regular
+	// file whose status flags include O_APPEND and allow writing
+	// (fstat(2), fcntl(2) F_GETFL); anything else is CodeInvalidSpec. The
+	// same file may be given for both. The runner never closes it, never
+	// reads it back (Result.Stdout or Result.Stderr stay empty and their
+	// sizes 0 for that stream), and applies no byte limit or overflow
+	// watch to it: the caller owns its growth. Policy, process-group kill
+	// and cleanup are unchanged.
+	Stdout, Stderr *os.File
 }
 
 // timeout returns the effective timeout.

@@ -45,3 +45,15 @@ func BenchmarkCrun18StoredAnnotations(b *testing.B) {
 		_, _ = crun18{}.StoredAnnotations(doc)
 	}
 }
+
+// BenchmarkRunc11StoredState decodes one runc state.json (~6 KB), what
+// runtime.observe reads per container.
+func BenchmarkRunc11StoredState(b *testing.B) {
+	doc := fixture(b, "runc-1.1", "stored-state.json")
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, err := (runc11{}).StoredState(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

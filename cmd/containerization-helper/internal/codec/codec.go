@@ -45,6 +45,18 @@ type Features struct {
 	// container from (crun 1.8: "config.json", the record `crun state`
 	// reads its annotations from); "" when the codec does not decode one.
 	StoredConfig string
+	// StoredState names the file, inside a container's state directory
+	// under --root, where the runtime keeps its own record of the
+	// container (runc 1.1: "state.json", libcontainer's State, which
+	// `runc state` and `runc list` read); "" when the codec does not
+	// decode one (see Codec.StoredState).
+	StoredState string
+	// KillBeforeDelete reports whether deleting a container that is not
+	// stopped is faster as `kill <id> 9`, a wait for the init to exit,
+	// and a plain `delete`: runc 1.1's `delete --force` and its `delete`
+	// of a created container (delete.go, killContainer) send SIGKILL and
+	// then sleep 100 ms before they look again; crun 1.8's do not.
+	KillBeforeDelete bool
 }
 
 // Codec decodes one runtime version line's output. Each method takes the
@@ -73,6 +85,31 @@ type Codec interface {
 	// Features().StoredConfig (cap MaxState): nil when it has none;
 	// CodeIncompatible when the codec has no stored config.
 	StoredAnnotations(b []byte) (map[string]string, error)
+	// StoredState decodes the runtime's own record in
+	// Features().StoredState (cap MaxState); CodeIncompatible when the
+	// codec has none.
+	StoredState(b []byte) (Stored, error)
+}
+
+// Stored is what a runtime keeps about one container in its state
+// directory, as far as hostkit reads it. It is not a State: the status
+// is not recorded there, the caller derives it from the init process the
+// way the runtime's own `state` does.
+type Stored struct {
+	ID string
+	// InitPid is the init's host pid, InitStart its start time in clock
+	// ticks since boot (proc(5) /proc/<pid>/stat field 22): together
+	// they identify the process even after its pid is reused.
+	InitPid   int
+	InitStart uint64
+	Created   time.Time
+	// Bundle and Annotations are what `state` prints ("" and nil when
+	// the record has none).
+	Bundle      string
+	Annotations map[string]string
+	// CgroupPaths maps a cgroup v1 controller ("freezer", ...), or "" for
+	// the unified hierarchy, to the container's cgroup directory.
+	CgroupPaths map[string]string
 }
 
 // statuses is the OCI status enumeration plus the runtimes' "paused".

@@ -48,6 +48,12 @@ func (crun18) Events([]byte) (Stats, error) {
 	return Stats{}, wire.Errorf(CodeIncompatible, "crun 1.8 has no events verb")
 }
 
+// StoredState always fails: crun 1.8's status file is not decoded; its
+// state is read with `crun state` (CodeIncompatible).
+func (crun18) StoredState([]byte) (Stored, error) {
+	return Stored{}, wire.Errorf(CodeIncompatible, "crun 1.8: no stored state is decoded")
+}
+
 // StoredAnnotations decodes <root>/<id>/config.json, the copy of the
 // bundle's config crun 1.8 keeps at create and reads `state`'s annotations
 // from: an object with a string "ociVersion" and optional "annotations"

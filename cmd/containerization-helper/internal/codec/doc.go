@@ -15,9 +15,9 @@
 //   - a duplicate object key is refused at any depth (encoding/json keeps
 //     the last one silently), keys are matched exactly (encoding/json
 //     matches struct fields case-insensitively), nesting is capped at
-//     maxDepth, a \u escape that is a lone surrogate is refused; one
-//     hand-written pass does all of this (FuzzParse checks it against
-//     encoding/json);
+//     maxDepth, a \u escape that is a lone surrogate is refused; package
+//     strictjson's one hand-written pass does all of this (FuzzParse
+//     checks it against encoding/json);
 //   - required fields are present with their JSON type, integers are plain
 //     non-negative decimals within range, a status outside the OCI
 //     enumeration (creating, created, running, stopped, paused) is refused,

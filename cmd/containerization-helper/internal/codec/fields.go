@@ -120,6 +120,31 @@ func (o *object) stringMap(k string) (map[string]string, error) {
 	return out, nil
 }
 
+// strList returns the member k, required, as an array of strings (runc
+// writes null for an empty list: that is an empty list too).
+func (o *object) strList(k string) ([]string, error) {
+	v, ok := o.get(k)
+	if !ok {
+		return nil, o.missing(k)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return nil, o.wrongType(k, "an array of strings")
+	}
+	out := make([]string, 0, len(a))
+	for _, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, o.wrongType(k, "an array of strings")
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // allowStrings marks keys as known without returning them (the codec knows
 // them and they carry nothing hostkit uses); each, when present, must
 // still be a string.

@@ -16,9 +16,11 @@ type runc11 struct{}
 // id, pid, status, bundle, rootfs, created, annotations (omitempty), owner.
 var runcState = stateShape{strings: []string{"ociVersion", "rootfs", "owner"}, annotations: true}
 
-func (runc11) Line() string       { return "runc-1.1" }
-func (runc11) Runtime() string    { return "runc" }
-func (runc11) Features() Features { return Features{ListAnnotations: true, Events: true} }
+func (runc11) Line() string    { return "runc-1.1" }
+func (runc11) Runtime() string { return "runc" }
+func (runc11) Features() Features {
+	return Features{ListAnnotations: true, Events: true, StoredState: "state.json", KillBeforeDelete: true}
+}
 
 // StoredAnnotations always fails: runc's list carries annotations, so the
 // codec reads no stored config (CodeIncompatible).

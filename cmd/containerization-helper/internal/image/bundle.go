@@ -38,6 +38,9 @@ type Patch struct {
 	// image labels into annotations, and an image must never be able to
 	// claim ownership.
 	OwnedPrefix string
+	// CgroupsPath sets linux.cgroupsPath when not "" (an absolute path:
+	// runc and crun would otherwise use /<container id>).
+	CgroupsPath string
 }
 
 // validate checks the patch before anything is done. Errors:
@@ -68,6 +71,9 @@ func (p *Patch) validate() error {
 			return bad("an annotation key is empty")
 		}
 	}
+	if p.CgroupsPath != "" && (!path.IsAbs(p.CgroupsPath) || path.Clean(p.CgroupsPath) != p.CgroupsPath || strings.IndexByte(p.CgroupsPath, 0) >= 0) {
+		return bad("cgroups path must be absolute and clean")
+	}
 	return nil
 }
 
@@ -75,23 +81,43 @@ func (p *Patch) validate() error {
 // nothing is silently dropped when it is written back), applies p, and
 // replaces it atomically with mode 0600. Errors: CodeBundleInvalid.
 func patchConfig(bundle *os.File, p Patch) error {
-	bfd := int(bundle.Fd())
-	f, err := openAt(bfd, "config.json", false, CodeBundleInvalid)
+	spec, err := readConfig(bundle)
 	if err != nil {
-		return wire.Wrap(CodeBundleInvalid, "the bundle has no usable config.json", err)
+		return err
+	}
+	if err := patchSpec(&spec, p); err != nil {
+		return err
+	}
+	out, err := json.Marshal(&spec)
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "config.json does not encode", err)
+	}
+	return writeAtomicAt(int(bundle.Fd()), "config.json", out)
+}
+
+// readConfig reads dir/config.json strictly. Errors: CodeBundleInvalid.
+func readConfig(dir *os.File) (specs.Spec, error) {
+	var spec specs.Spec
+	f, err := openAt(int(dir.Fd()), "config.json", false, CodeBundleInvalid)
+	if err != nil {
+		return spec, wire.Wrap(CodeBundleInvalid, "the bundle has no usable config.json", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigJSON+1))
 	f.Close()
 	if err != nil || len(b) > maxConfigJSON {
-		return wire.Wrap(CodeBundleInvalid, "config.json is unreadable or too large", err)
+		return spec, wire.Wrap(CodeBundleInvalid, "config.json is unreadable or too large", err)
 	}
-	var spec specs.Spec
 	if err := decodeStrict(b, &spec, false); err != nil {
-		return wire.Wrap(CodeBundleInvalid, "config.json does not decode", err)
+		return spec, wire.Wrap(CodeBundleInvalid, "config.json does not decode", err)
 	}
 	if spec.Process == nil {
-		return wire.Errorf(CodeBundleInvalid, "config.json has no process")
+		return spec, wire.Errorf(CodeBundleInvalid, "config.json has no process")
 	}
+	return spec, nil
+}
+
+// patchSpec applies p to spec (which has a process).
+func patchSpec(spec *specs.Spec, p Patch) error {
 	spec.Process.Terminal = p.Terminal
 	if p.Args != nil {
 		spec.Process.Args = append([]string(nil), p.Args...)
@@ -115,11 +141,38 @@ func patchConfig(bundle *os.File, p Patch) error {
 	for k, v := range p.Annotations {
 		spec.Annotations[k] = v
 	}
-	out, err := json.Marshal(&spec)
+	if p.CgroupsPath != "" {
+		if spec.Linux == nil {
+			return wire.Errorf(CodeBundleInvalid, "config.json has no linux section for a cgroups path")
+		}
+		spec.Linux.CgroupsPath = p.CgroupsPath
+	}
+	return nil
+}
+
+// writeConfigAt writes spec as dirfd/config.json (0600) in a directory the
+// caller just made (so the exclusive create cannot meet an old file),
+// without fsync: the runtime reads it at create, right after this, from
+// the page cache. A crash before it reaches the disk loses a bundle whose
+// container did not survive the crash either; recovery then removes the
+// bundle. Errors: CodeBundleInvalid.
+func writeConfigAt(dirfd int, spec *specs.Spec) error {
+	out, err := json.Marshal(spec)
 	if err != nil {
 		return wire.Wrap(CodeBundleInvalid, "config.json does not encode", err)
 	}
-	return writeAtomicAt(bfd, "config.json", out)
+	f, err := createAt(dirfd, "config.json")
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "cannot write config.json", err)
+	}
+	_, err = f.Write(out)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return wire.Wrap(CodeBundleInvalid, "cannot write config.json", err)
+	}
+	return nil
 }
 
 // writeAtomicAt replaces dirfd/name with data: a 0600 temporary file in the

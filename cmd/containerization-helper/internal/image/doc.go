@@ -40,6 +40,20 @@
 // The staging layout is removed whatever happens; a bundle that fails any
 // later step is removed too.
 //
+// Shared rootfs (Unpacker.Prepare, what the helper uses). Unpacking costs
+// as much as creating the container, so Prepare unpacks each verified
+// manifest once into a cache entry (<cache>/<manifest hex>/, filled the
+// same way through .fill-<random> and renamed only once umoci.json names
+// the manifest and the mount points exist) and gives each bundle only its
+// own config.json: root.path is the entry's rootfs with root.readonly set
+// (the runtime mounts it read-only in the container, so no container can
+// change what another runs), a tmpfs at /tmp is the writable space, and
+// Patch.CgroupsPath names the container's cgroup. Its verification skips
+// hashing a layer whose file is unchanged (device, inode, size, mtime,
+// ctime) since it hashed right in this Unpacker (hashCache); bytes that
+// are unpacked are always hashed as they are copied. PruneCache and
+// CacheEntryOf let the owner drop entries nothing uses.
+//
 // Every error is a *wire.Error with one of the codes below (or procexec's
 // codes inside CodeUnpackFailed's cause).
 package image

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"hostkit.dev/cmd/containerization-helper/internal/strictjson"
 	"hostkit.dev/lib/wire"
 )
 
@@ -78,8 +79,8 @@ func TestCheckJSON(t *testing.T) {
 		{`{"a":1} x`, false},
 		{``, false},
 		{`{"a":}`, false},
-		{strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1), false},
-		{strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth), true},
+		{strings.Repeat("[", strictjson.DefaultMaxDepth+1) + strings.Repeat("]", strictjson.DefaultMaxDepth+1), false},
+		{strings.Repeat("[", strictjson.DefaultMaxDepth) + strings.Repeat("]", strictjson.DefaultMaxDepth), true},
 	}
 	for _, tt := range tests {
 		if err := checkJSON([]byte(tt.in)); (err == nil) != tt.ok {

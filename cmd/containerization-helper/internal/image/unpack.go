@@ -61,6 +61,8 @@ type Unpacker struct {
 	umoci   string
 	timeout time.Duration
 	limits  Limits
+	hashed  *hashCache // layers that hashed right, by file identity
+	fills   keyedLocks // one rootfs cache fill per manifest digest at a time
 }
 
 // NewUnpacker checks c. Errors: procexec.CodeInvalidSpec.
@@ -68,7 +70,8 @@ func NewUnpacker(c Config) (*Unpacker, error) {
 	if c.Runner == nil {
 		return nil, wire.Errorf(procexec.CodeInvalidSpec, "an unpacker needs a process runner")
 	}
-	u := &Unpacker{runner: c.Runner, umoci: c.Umoci, timeout: c.Timeout, limits: c.Limits.withDefaults()}
+	u := &Unpacker{runner: c.Runner, umoci: c.Umoci, timeout: c.Timeout, limits: c.Limits.withDefaults(),
+		hashed: newHashCache(), fills: keyedLocks{m: map[string]*keyedLock{}}}
 	if u.umoci == "" {
 		u.umoci = DefaultUmoci
 	}
@@ -122,17 +125,7 @@ func (u *Unpacker) Unpack(ctx context.Context, req Request) (*Bundle, error) {
 
 // unpack is Unpack without the retry hints.
 func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
-	name := req.Name
-	if name == "" {
-		name = "b-" + randHex(8)
-	}
-	if !validName(name) {
-		return nil, wire.Errorf(CodePathUnsafe, "bundle name must match [a-z0-9][a-z0-9_.-]{0,63} without \"..\"")
-	}
-	if err := req.Patch.validate(); err != nil {
-		return nil, err
-	}
-	root, err := openRoot(req.Root)
+	name, root, err := req.target()
 	if err != nil {
 		return nil, err
 	}
@@ -145,34 +138,14 @@ func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
 		return nil, wire.Wrap(CodePathUnsafe, "cannot check the bundle path", err)
 	}
 
-	stageName := ".stage-" + randHex(8)
-	stage, err := newStage(rfd, stageName)
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(filepath.Join(req.Root, stageName))
-	defer stage.Close()
-	l, err := openLayout(req.Layout)
-	if err != nil {
-		return nil, err
-	}
-	ev, desc, err := verify(ctx, l, req.Manifest, u.limits, stage)
-	l.Close()
-	if err != nil {
-		return nil, err
-	}
-	tag := "hk-" + randHex(8)
-	if err := stage.writeIndex(desc, tag); err != nil {
-		return nil, err
-	}
-
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(filepath.Join(req.Root, name))
 		}
 	}()
-	if err := u.run(ctx, req.Root, stageName+":"+tag, name); err != nil {
+	ev, desc, err := u.stageAndUnpack(ctx, rfd, req.Root, req.Layout, req.Manifest, name)
+	if err != nil {
 		return nil, err
 	}
 	bundle, err := openAt(rfd, name, true, CodeUnpackFailed)
@@ -188,6 +161,60 @@ func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
 	}
 	ok = true
 	return &Bundle{Path: filepath.Join(req.Root, name), Name: name, Evidence: *ev}, nil
+}
+
+// stageAndUnpack verifies manifest in layout while copying its blobs
+// (hashed as they are copied) into a private staging layout
+// root/.stage-<random> (removed before it returns), writes that layout's
+// index with the one verified manifest under a random tag, and runs
+// `umoci unpack` of exactly that into root/target. It returns the evidence
+// and the manifest's descriptor; the caller removes root/target on error.
+func (u *Unpacker) stageAndUnpack(ctx context.Context, rfd int, root, layout string, manifest digest.Digest, target string) (*Evidence, v1.Descriptor, error) {
+	var none v1.Descriptor
+	stageName := cacheStagePrefix + randHex(8)
+	stage, err := newStage(rfd, stageName)
+	if err != nil {
+		return nil, none, err
+	}
+	defer os.RemoveAll(filepath.Join(root, stageName))
+	defer stage.Close()
+	l, err := openLayout(layout)
+	if err != nil {
+		return nil, none, err
+	}
+	ev, desc, err := verify(ctx, l, manifest, u.limits, stage, nil)
+	l.Close()
+	if err != nil {
+		return nil, none, err
+	}
+	tag := "hk-" + randHex(8)
+	if err := stage.writeIndex(desc, tag); err != nil {
+		return nil, none, err
+	}
+	if err := u.run(ctx, root, stageName+":"+tag, target); err != nil {
+		return nil, none, err
+	}
+	return ev, desc, nil
+}
+
+// target checks what every request shares (the bundle name, "" for a
+// random one; the patch) and opens the bundle root. The caller closes it.
+func (req *Request) target() (string, *os.File, error) {
+	name := req.Name
+	if name == "" {
+		name = "b-" + randHex(8)
+	}
+	if !validName(name) {
+		return "", nil, wire.Errorf(CodePathUnsafe, "bundle name must match [a-z0-9][a-z0-9_.-]{0,63} without \"..\"")
+	}
+	if err := req.Patch.validate(); err != nil {
+		return "", nil, err
+	}
+	root, err := openRoot(req.Root)
+	if err != nil {
+		return "", nil, err
+	}
+	return name, root, nil
 }
 
 // run executes `umoci unpack --image <image> <bundle>` in the pinned root.

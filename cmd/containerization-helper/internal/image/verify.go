@@ -98,7 +98,21 @@ func Verify(ctx context.Context, dir string, want digest.Digest, lim Limits) (*E
 		return nil, err
 	}
 	defer l.Close()
-	ev, _, err := verify(ctx, l, want, lim.withDefaults(), nil)
+	ev, _, err := verify(ctx, l, want, lim.withDefaults(), nil, nil)
+	return ev, withRetry(err)
+}
+
+// Verify is the package's Verify with u's limits, remembering the layers
+// it hashed (by device, inode, size, mtime and ctime) so that a later
+// verification of unchanged files only opens and stats them. Errors: as
+// Verify.
+func (u *Unpacker) Verify(ctx context.Context, dir string, want digest.Digest) (*Evidence, error) {
+	l, err := openLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	ev, _, err := verify(ctx, l, want, u.limits, nil, u.hashed)
 	return ev, withRetry(err)
 }
 
@@ -120,8 +134,10 @@ func withRetry(err error) error {
 }
 
 // verify is Verify on an open layout; it also returns the selected index
-// descriptor and copies every blob into sink when sink is not nil.
-func verify(ctx context.Context, l *layoutDir, want digest.Digest, lim Limits, sink blobSink) (*Evidence, v1.Descriptor, error) {
+// descriptor and copies every blob into sink when sink is not nil. hc,
+// when not nil, is consulted for layers only when there is no sink, and
+// learns every layer that hashed right.
+func verify(ctx context.Context, l *layoutDir, want digest.Digest, lim Limits, sink blobSink, hc *hashCache) (*Evidence, v1.Descriptor, error) {
 	var none v1.Descriptor
 	b, err := l.readSmall(v1.ImageLayoutFile, lim.MaxDocBytes)
 	if err != nil {
@@ -144,7 +160,7 @@ func verify(ctx context.Context, l *layoutDir, want digest.Digest, lim Limits, s
 	if desc.Size > lim.MaxDocBytes {
 		return nil, none, wire.Errorf(CodeTooLarge, "the manifest is larger than %d bytes", lim.MaxDocBytes)
 	}
-	mb, err := readBlob(ctx, l, desc, sink, true)
+	mb, err := readBlob(ctx, l, desc, sink, true, nil)
 	if err != nil {
 		return nil, none, err
 	}
@@ -162,7 +178,7 @@ func verify(ctx context.Context, l *layoutDir, want digest.Digest, lim Limits, s
 	if m.Config.Size > lim.MaxDocBytes || total > lim.MaxTotalBytes || total < 0 {
 		return nil, none, wire.Errorf(CodeTooLarge, "the image is larger than the limits allow")
 	}
-	cb, err := readBlob(ctx, l, m.Config, sink, true)
+	cb, err := readBlob(ctx, l, m.Config, sink, true, nil)
 	if err != nil {
 		return nil, none, err
 	}
@@ -180,7 +196,7 @@ func verify(ctx context.Context, l *layoutDir, want digest.Digest, lim Limits, s
 		Refs:           refs,
 	}
 	for _, ld := range m.Layers {
-		if _, err := readBlob(ctx, l, ld, sink, false); err != nil {
+		if _, err := readBlob(ctx, l, ld, sink, false, hc); err != nil {
 			return nil, none, err
 		}
 		ev.Layers = append(ev.Layers, Layer{Digest: ld.Digest, Size: ld.Size, MediaType: ld.MediaType})
@@ -240,9 +256,11 @@ const copyBuf = 256 << 10
 
 // readBlob streams d's blob through SHA-256 (and into sink), reading at
 // most d.Size+1 bytes, and checks its size and digest. With keep it
-// returns the bytes (callers bound d.Size first). Errors: CodeBlobMissing,
-// CodeBlobUnsafe, CodeSizeMismatch, CodeDigestMismatch, CodeCancelled.
-func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink, keep bool) ([]byte, error) {
+// returns the bytes (callers bound d.Size first). Without a sink, a blob
+// hc says is unchanged since it hashed to d.Digest is not read again.
+// Errors: CodeBlobMissing, CodeBlobUnsafe, CodeSizeMismatch,
+// CodeDigestMismatch, CodeCancelled.
+func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink, keep bool, hc *hashCache) ([]byte, error) {
 	f, err := l.openBlob(d.Digest)
 	if err != nil {
 		return nil, err
@@ -254,6 +272,9 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 	}
 	if st.Size != d.Size {
 		return nil, wire.Errorf(CodeSizeMismatch, "blob %s has %d bytes, its descriptor says %d", d.Digest, st.Size, d.Size)
+	}
+	if sink == nil && !keep && hc.hit(&st, d.Digest) {
+		return nil, nil
 	}
 	var out io.WriteCloser
 	if sink != nil {
@@ -306,6 +327,9 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != d.Digest.Encoded() {
 		return nil, wire.Errorf(CodeDigestMismatch, "blob %s does not hash to its digest", d.Digest)
+	}
+	if !keep {
+		hc.put(&st, d.Digest)
 	}
 	return kept, nil
 }

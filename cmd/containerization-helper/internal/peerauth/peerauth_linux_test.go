@@ -2,6 +2,7 @@ package peerauth
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -130,7 +131,15 @@ func TestAuthenticateRealProcesses(t *testing.T) {
 			a.store(keyOfPath(t, exe), allowedHash(t, a))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			waitGone(t, pid)
-			f, err := os.OpenFile(exe, os.O_WRONLY, 0)
+			// The killed process may hold the file's write denial a moment
+			// after /proc stops naming it: ETXTBSY passes.
+			var f *os.File
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				f, err = os.OpenFile(exe, os.O_WRONLY, 0)
+				if err == nil || !errors.Is(err, syscall.ETXTBSY) || time.Now().After(end) {
+					break
+				}
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

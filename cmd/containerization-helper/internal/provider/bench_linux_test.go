@@ -102,7 +102,7 @@ func newDirect(b *testing.B, e *testEnv) *direct {
 
 // run runs one verb.
 func (d *direct) run(b *testing.B, v verb, args ...string) {
-	exe, argv := d.p.t.command(v, "", append(append(globals(d.p.root, d.logFile), v.name), args...))
+	exe, argv := d.p.t.command(v, append(append(globals(d.p.root, d.logFile), v.name), args...))
 	cmd := exec.Command(exe, argv...)
 	cmd.Stdout, cmd.Stderr = d.console, d.console
 	if err := cmd.Run(); err != nil {
@@ -150,7 +150,7 @@ func BenchmarkList(b *testing.B) {
 				e.cleanup(b, e.p, id)
 			}
 			p := e.p.(*cli)
-			exe, argv := p.t.command(verbList, "", append(globals(p.root, filepath.Join(e.cfg.LogDir, "direct.log")), "list", "--format", "json"))
+			exe, argv := p.t.command(verbList, append(globals(p.root, filepath.Join(e.cfg.LogDir, "direct.log")), "list", "--format", "json"))
 			var prov, dir time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -44,7 +44,7 @@ func captureRuntime(t *testing.T, name string) {
 	}
 	save := func(file string, v verb, args ...string) {
 		t.Helper()
-		res, _, err := p.run(ctx, v, "", args)
+		res, _, err := p.run(ctx, v, nil, args)
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -76,6 +76,15 @@ func captureRuntime(t *testing.T, name string) {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "stored-config.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stored := p.codec.Features().StoredState; stored != "" {
+		b, err := os.ReadFile(filepath.Join(p.root, "created", stored))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stored-state.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

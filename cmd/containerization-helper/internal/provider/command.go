@@ -8,24 +8,16 @@ import (
 	"hostkit.dev/lib/procexec"
 )
 
-// The two wrapper scripts. They are compile-time constants run by /bin/sh
-// with `-c`; every variable part is a positional parameter, never
-// interpolated into the script text.
-const (
-	// scriptConsole makes the runtime's stdout and stderr the container's
-	// append-only console log (so the container inherits the file, never a
-	// pipe) and execs the runtime: $1 is the log, "$@" after it the
-	// runtime's argv. procexec cannot hand a child a caller-supplied file
-	// (see the package doc), so the shell opens it.
-	scriptConsole = `f=$1; shift; exec "$@" >>"$f" 2>&1`
-	// scriptNoCgroupV2 unmounts the cgroup2 mount of a hybrid host inside
-	// the private mount namespace unshare(1) made, then execs the rest: $1
-	// is umount(8), $2 the cgroup2 mount point. crun 1.8 refuses hybrid
-	// hosts ("cgroups in hybrid mode not supported, drop all controllers
-	// from cgroupv2") and runs on the v1 hierarchies once the v2 mount is
-	// gone; the host's mount table is untouched (propagation private).
-	scriptNoCgroupV2 = `"$1" "$2" || exit 125; shift 2; exec "$@"`
-)
+// scriptNoCgroupV2 is the one wrapper script: a compile-time constant run
+// by /bin/sh with `-c`, every variable part a positional parameter, never
+// interpolated into the script text. It unmounts the cgroup2 mount of a
+// hybrid host inside the private mount namespace unshare(1) made, then
+// execs the rest: $1 is umount(8), $2 the cgroup2 mount point. crun 1.8
+// refuses hybrid hosts ("cgroups in hybrid mode not supported, drop all
+// controllers from cgroupv2") and runs on the v1 hierarchies once the v2
+// mount is gone; the host's mount table is untouched (propagation
+// private).
+const scriptNoCgroupV2 = `"$1" "$2" || exit 125; shift 2; exec "$@"`
 
 // Mutation kinds (procexec.CommandSpec.Mutation) of the mutating verbs.
 const (
@@ -69,7 +61,7 @@ var (
 // tools are the resolved executables a provider runs.
 type tools struct {
 	runtime string // runc or crun
-	sh      string // /bin/sh, for scriptConsole (and scriptNoCgroupV2)
+	sh      string // /bin/sh, for scriptNoCgroupV2
 	// unshare, umount and v2 are set only when the runtime runs inside the
 	// private-mount-namespace wrapper (crun on a hybrid host).
 	unshare, umount, v2 string
@@ -83,15 +75,11 @@ func (t *tools) wrapped(v verb) bool {
 }
 
 // command returns the executable and argv[1:] that run the runtime with
-// arguments rt for verb v: the runtime itself, inside scriptConsole when
-// console is not "", inside unshare + scriptNoCgroupV2 when wrapped. The
-// policy is built from the same function, so the two cannot drift.
-func (t *tools) command(v verb, console string, rt []string) (string, []string) {
+// arguments rt for verb v: the runtime itself, or inside unshare +
+// scriptNoCgroupV2 when wrapped. The policy is built from the same
+// function, so the two cannot drift.
+func (t *tools) command(v verb, rt []string) (string, []string) {
 	exe, args := t.runtime, slices.Clone(rt)
-	if console != "" {
-		args = append([]string{"-c", scriptConsole, "hk-console", console, exe}, args...)
-		exe = t.sh
-	}
 	if t.wrapped(v) {
 		args = append([]string{"--mount", "--propagation", "private", "--",
 			t.sh, "-c", scriptNoCgroupV2, "hk-nocgroupv2", t.umount, t.v2, exe}, args...)
@@ -113,16 +101,15 @@ func (t *tools) rules(root string, events bool) []procexec.Rule {
 	anyArg := procexec.AnyArg
 	g := func(v ...string) []string { return append(globals(root, anyArg), v...) }
 	type shape struct {
-		v       verb
-		console bool
-		rt      []string
+		v  verb
+		rt []string
 	}
 	shapes := []shape{
 		{v: verbVersion, rt: []string{"--version"}},
 		{v: verbState, rt: g("state", anyArg)},
 		{v: verbList, rt: g("list", "--format", "json")},
 		{v: verbPs, rt: g("ps", "--format", "json", anyArg)},
-		{v: verbCreate, console: true, rt: g("create", "--bundle", anyArg, "--pid-file", anyArg, anyArg)},
+		{v: verbCreate, rt: g("create", "--bundle", anyArg, "--pid-file", anyArg, anyArg)},
 		{v: verbStart, rt: g("start", anyArg)},
 		{v: verbDelete, rt: g("delete", anyArg)},
 		{v: verbDelete, rt: g("delete", "--force", anyArg)},
@@ -136,11 +123,7 @@ func (t *tools) rules(root string, events bool) []procexec.Rule {
 	}
 	rules := make([]procexec.Rule, 0, len(shapes))
 	for _, s := range shapes {
-		console := ""
-		if s.console {
-			console = anyArg
-		}
-		exe, args := t.command(s.v, console, s.rt)
+		exe, args := t.command(s.v, s.rt)
 		rules = append(rules, procexec.Rule{Executable: exe, Args: args, Class: s.v.class, Mutation: s.v.mutation})
 	}
 	return rules

@@ -116,41 +116,42 @@ func TestPolicyRefusesOtherCommands(t *testing.T) {
 			cases := []struct {
 				name     string
 				v        verb
-				console  string
 				rt       []string
 				class    procexec.Class
 				mutation string
 				code     string
 			}{
-				{"exec", verbState, "", g("exec", "c1", "sh"), ro, "", procexec.CodeUnknown},
-				{"run", verbCreate, "", g("run", "c1"), mut, mutCreate, procexec.CodeUnknown},
-				{"another root", verbList, "", append(globals("/run/runc", "/tmp/l"), "list", "--format", "json"), ro, "", procexec.CodeUnknown},
-				{"no root", verbList, "", []string{"list", "--format", "json"}, ro, "", procexec.CodeUnknown},
-				{"text log", verbState, "", []string{"--root", p.root, "--log", "/tmp/l", "--log-format", "text", "state", "c1"}, ro, "", procexec.CodeUnknown},
-				{"events stream", verbEvents, "", g("events", "c1"), ro, "", procexec.CodeUnknown},
-				{"SIGSTOP", verbKill, "", g("kill", "c1", "19"), mut, mutKill, procexec.CodeUnknown},
-				{"signal by name", verbKill, "", g("kill", "c1", "KILL"), mut, mutKill, procexec.CodeUnknown},
-				{"create without console", verbCreate, "", g("create", "--bundle", "/b", "--pid-file", "/p", "c1"), mut, mutCreate, procexec.CodeUnknown},
-				{"create with extra flag", verbCreate, "/tmp/c", g("create", "--no-pivot", "--bundle", "/b", "--pid-file", "/p", "c1"), mut, mutCreate, procexec.CodeUnknown},
-				{"state declared mutating", verbState, "", g("state", "c1"), mut, mutDelete, procexec.CodeInvalidSpec},
-				{"delete declared read-only", verbDelete, "", g("delete", "c1"), ro, "", procexec.CodeInvalidSpec},
-				{"kill declared as delete", verbKill, "", g("kill", "c1", "9"), mut, mutDelete, procexec.CodeInvalidSpec},
+				{"exec", verbState, g("exec", "c1", "sh"), ro, "", procexec.CodeUnknown},
+				{"run", verbCreate, g("run", "c1"), mut, mutCreate, procexec.CodeUnknown},
+				{"another root", verbList, append(globals("/run/runc", "/tmp/l"), "list", "--format", "json"), ro, "", procexec.CodeUnknown},
+				{"no root", verbList, []string{"list", "--format", "json"}, ro, "", procexec.CodeUnknown},
+				{"text log", verbState, []string{"--root", p.root, "--log", "/tmp/l", "--log-format", "text", "state", "c1"}, ro, "", procexec.CodeUnknown},
+				{"events stream", verbEvents, g("events", "c1"), ro, "", procexec.CodeUnknown},
+				{"SIGSTOP", verbKill, g("kill", "c1", "19"), mut, mutKill, procexec.CodeUnknown},
+				{"signal by name", verbKill, g("kill", "c1", "KILL"), mut, mutKill, procexec.CodeUnknown},
+				{"create through a shell", verbCreate, []string{"-c", "exec \"$@\"", "sh", p.t.runtime, "create", "c1"}, mut, mutCreate, procexec.CodeUnknown},
+				{"create with extra flag", verbCreate, g("create", "--no-pivot", "--bundle", "/b", "--pid-file", "/p", "c1"), mut, mutCreate, procexec.CodeUnknown},
+				{"state declared mutating", verbState, g("state", "c1"), mut, mutDelete, procexec.CodeInvalidSpec},
+				{"delete declared read-only", verbDelete, g("delete", "c1"), ro, "", procexec.CodeInvalidSpec},
+				{"kill declared as delete", verbKill, g("kill", "c1", "9"), mut, mutDelete, procexec.CodeInvalidSpec},
 			}
 			if name == Crun {
 				cases = append(cases, struct {
 					name     string
 					v        verb
-					console  string
 					rt       []string
 					class    procexec.Class
 					mutation string
 					code     string
-				}{"crun has no events", verbEvents, "", g("events", "--stats", "c1"), ro, "", procexec.CodeUnknown})
+				}{"crun has no events", verbEvents, g("events", "--stats", "c1"), ro, "", procexec.CodeUnknown})
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					before := e.procexecRuns()
-					exe, args := p.t.command(tc.v, tc.console, tc.rt)
+					exe, args := p.t.command(tc.v, tc.rt)
+					if tc.name == "create through a shell" {
+						exe, args = p.t.sh, tc.rt
+					}
 					res, err := p.runner.Run(context.Background(), &procexec.CommandSpec{Executable: exe, Args: args,
 						Class: tc.class, Mutation: tc.mutation, Purpose: "policy test"})
 					wantCode(t, err, tc.code)
@@ -159,30 +160,28 @@ func TestPolicyRefusesOtherCommands(t *testing.T) {
 					is.New(t).True(strings.Contains(e.logs.String(), `"outcome":"`+tc.code+`"`))
 				})
 			}
-			// A shell with another script is not the console wrapper.
+			// A shell with another script is not the wrapper.
 			_, err := p.runner.Run(context.Background(), &procexec.CommandSpec{Executable: p.t.sh,
-				Args: []string{"-c", "id", "hk-console", "/tmp/c", p.t.runtime}, Class: procexec.ClassReadOnly, Purpose: "policy test"})
+				Args: []string{"-c", "id", "hk-nocgroupv2", "/tmp/c", p.t.runtime}, Class: procexec.ClassReadOnly, Purpose: "policy test"})
 			wantCode(t, err, procexec.CodeUnknown)
 		})
 	}
 }
 
-// The wrapper scripts are constants and take everything variable as
-// positional parameters: a console path or mount point full of shell
-// syntax is just a path.
+// The wrapper script is a constant and takes everything variable as
+// positional parameters: a mount point or argument full of shell syntax is
+// just a word.
 func TestScriptsAreConstant(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	for _, s := range []string{scriptConsole, scriptNoCgroupV2} {
-		is.True(!strings.ContainsAny(s, "`\\")) // no command substitution or escapes
-		is.True(strings.Contains(s, `exec "$@"`))
-	}
+	is.True(!strings.ContainsAny(scriptNoCgroupV2, "`\\")) // no command substitution or escapes
+	is.True(strings.Contains(scriptNoCgroupV2, `exec "$@"`))
 	tl := tools{runtime: "/r", sh: "/sh", unshare: "/u", umount: "/um", v2: "/sys/fs/cgroup/unified"}
-	exe, args := tl.command(verbCreate, "/logs/$(reboot).log", []string{"create", "c1"})
+	exe, args := tl.command(verbCreate, []string{"create", "--bundle", "/b/$(reboot)", "c1"})
 	is.Equal(exe, "/u")
 	is.Equal(args, []string{"--mount", "--propagation", "private", "--", "/sh", "-c", scriptNoCgroupV2, "hk-nocgroupv2",
-		"/um", "/sys/fs/cgroup/unified", "/sh", "-c", scriptConsole, "hk-console", "/logs/$(reboot).log", "/r", "create", "c1"})
-	exe, args = tl.command(verbState, "", []string{"state", "c1"}) // state and list stay unwrapped
+		"/um", "/sys/fs/cgroup/unified", "/r", "create", "--bundle", "/b/$(reboot)", "c1"})
+	exe, args = tl.command(verbState, []string{"state", "c1"}) // state and list stay unwrapped
 	is.Equal(exe, "/r")
 	is.Equal(args, []string{"state", "c1"})
 }
@@ -190,7 +189,7 @@ func TestScriptsAreConstant(t *testing.T) {
 func TestErrorsAreWireErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Runc)
-	_, err := e.p.State(context.Background(), "nope")
+	err := e.p.Start(context.Background(), "nope") // runs the runtime, which fails; state classifies
 	we := wire.AsError(err)
 	is := is.New(t)
 	is.Equal(we.Code, CodeNotFound)

@@ -11,23 +11,21 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// prepareConsole creates the console log (0600) if missing, refusing a
-// symlink or anything but a regular file, so the shell's `>>` in
-// scriptConsole opens the file the provider checked. Its directory is the
-// caller's and must not be writable by others (a swap between this check
-// and the shell's open is then impossible for anyone but the caller).
-// Errors: CodeInvalidArgument.
-func prepareConsole(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+// openConsole opens the console log for appending, creating it 0600 if
+// missing, refusing a symlink or anything but a regular file; the runtime
+// gets this very descriptor (so no path is opened twice). Errors:
+// CodeInvalidArgument.
+func openConsole(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
-		return wire.Wrap(CodeInvalidArgument, "console log "+quote(path)+" cannot be opened as a regular file", err)
+		return nil, wire.Wrap(CodeInvalidArgument, "console log "+quote(path)+" cannot be opened as a regular file", err)
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return wire.Wrap(CodeInvalidArgument, "console log "+quote(path)+" is not a regular file", err)
+		f.Close()
+		return nil, wire.Wrap(CodeInvalidArgument, "console log "+quote(path)+" is not a regular file", err)
 	}
-	return nil
+	return f, nil
 }
 
 // readRegular reads the regular file at path (not through a symlink), at

@@ -68,6 +68,8 @@ type cli struct {
 	info  *Info       // set once Negotiate succeeded
 	codec codec.Codec // ditto
 	inits map[string]initProc
+	// stored caches decoded runtime records by path (readStored).
+	stored map[string]storedFile
 }
 
 // New returns the provider for runtime name (Runc or Crun). It checks the
@@ -103,7 +105,7 @@ func New(name string, cfg Config) (RuntimeProvider, error) {
 		}
 	}
 	p := &cli{name: name, root: cfg.Root, logDir: cfg.LogDir, timeout: cfg.Timeout,
-		log: cfg.Logger, scrub: cfg.Scrubber, inits: map[string]initProc{}}
+		log: cfg.Logger, scrub: cfg.Scrubber, inits: map[string]initProc{}, stored: map[string]storedFile{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -172,7 +174,7 @@ func (p *cli) Negotiate(ctx context.Context) (Info, error) {
 		return *p.info, nil
 	}
 	p.mu.Unlock()
-	res, _, err := p.run(ctx, verbVersion, "", nil)
+	res, _, err := p.run(ctx, verbVersion, nil, nil)
 	if err != nil {
 		if wire.HasCode(err, procexec.CodeExitNonzero) {
 			return Info{}, wire.Wrap(CodeUnavailable, p.name+" --version failed: "+wire.AsError(err).Msg, err)
@@ -212,3 +214,7 @@ func (p *cli) negotiated(ctx context.Context) (codec.Codec, error) {
 	defer p.mu.Unlock()
 	return p.codec, nil
 }
+
+// Close releases the provider's process runner (its private output
+// directory). The provider may not be used afterwards.
+func (p *cli) Close() error { return p.runner.Close() }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"hostkit.dev/cmd/containerization-helper/internal/codec"
 	"hostkit.dev/lib/procexec"
@@ -32,8 +33,13 @@ func (p *cli) exists(id string) (bool, error) {
 // (every runtime error exits 1; crun's ps exits 253 or crashes).
 func exitedNonzero(err error) bool { return wire.HasCode(err, procexec.CodeExitNonzero) }
 
-// State returns id's state (`state <id>`). Errors: CodeInvalidID,
-// CodeNotFound (no state directory), CodeDecode, CodeFailed, procexec's.
+// State returns id's state. Where the codec decodes the runtime's own
+// record (Features().StoredState: runc 1.1's state.json), State reads it
+// and derives the status the way the runtime's `state` does (see
+// storedState), running nothing; in every case that path does not cover,
+// and for crun, it runs `state <id>`. An id without a state directory is
+// CodeNotFound without running anything. Errors: CodeInvalidID,
+// CodeNotFound, CodeDecode, CodeFailed, procexec's.
 func (p *cli) State(ctx context.Context, id string) (*State, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -42,7 +48,21 @@ func (p *cli) State(ctx context.Context, id string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, msg, err := p.run(ctx, verbState, "", []string{id})
+	if st, ok := p.storedState(c, id); ok {
+		p.remember(st)
+		return &st, nil
+	}
+	if ok, err := p.exists(id); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, p.classified(CodeNotFound, verbState, id, "no such container", "", nil)
+	}
+	return p.execState(ctx, c, id)
+}
+
+// execState runs `state <id>` and decodes it strictly.
+func (p *cli) execState(ctx context.Context, c codec.Codec, id string) (*State, error) {
+	res, msg, err := p.run(ctx, verbState, nil, []string{id})
 	if exitedNonzero(err) {
 		ok, xerr := p.exists(id)
 		switch {
@@ -75,9 +95,10 @@ func fromCodec(cs codec.State) State {
 }
 
 // Create runs `create --bundle <bundle> --pid-file <file> <id>` with the
-// runtime's stdout and stderr on spec.ConsoleLog (append-only; the
-// container inherits it). The runtime's own error text, when create fails,
-// lands there too. An id whose state directory exists is CodeExists before
+// runtime's stdout and stderr on spec.ConsoleLog (opened here for
+// appending and handed over as descriptors 1 and 2; the container
+// inherits it). The runtime's own error text, when create fails, lands
+// there too. An id whose state directory exists is CodeExists before
 // anything runs (so a duplicate create does not write into the existing
 // container's console log); a failure is classified by re-reading state.
 // Errors: CodeInvalidID, CodeInvalidArgument, CodeExists, CodeFailed,
@@ -98,12 +119,14 @@ func (p *cli) Create(ctx context.Context, spec CreateSpec) error {
 		}
 		return wire.Errorf(CodeExists, "%s create %s: the container exists", p.name, spec.ID)
 	}
-	if err := prepareConsole(spec.ConsoleLog); err != nil {
+	console, err := openConsole(spec.ConsoleLog)
+	if err != nil {
 		return err
 	}
+	defer console.Close()
 	pidFile := p.tempPath(spec.ID + ".pid") // the runtime creates it
 	defer os.Remove(pidFile)
-	_, msg, err := p.run(ctx, verbCreate, spec.ConsoleLog, []string{"--bundle", spec.Bundle, "--pid-file", pidFile, spec.ID})
+	_, msg, err := p.run(ctx, verbCreate, console, []string{"--bundle", spec.Bundle, "--pid-file", pidFile, spec.ID})
 	if exitedNonzero(err) {
 		if _, serr := p.State(ctx, spec.ID); serr == nil {
 			return p.classified(CodeExists, verbCreate, spec.ID, "the container exists", msg, err)
@@ -152,12 +175,17 @@ func (p *cli) Kill(ctx context.Context, id string, sig syscall.Signal, all bool)
 	})
 }
 
-// Delete runs `delete [--force] <id>` and then reaps the container's init
-// if this process adopted it (see reapInit). An id without a state
-// directory is CodeNotFound before anything runs: `delete --force` of a
-// missing id succeeds silently in both runc and crun. Errors:
-// CodeInvalidID, CodeNotFound, CodeBadState (running or paused without
-// force), CodeFailed, procexec's.
+// Delete removes id and then reaps the container's init if this process
+// adopted it (see reapInit). An id without a state directory is
+// CodeNotFound before anything runs: `delete --force` of a missing id
+// succeeds silently in both runc and crun. Where the codec says
+// KillBeforeDelete (runc 1.1, whose forced delete sleeps 100 ms), a
+// created container, or a running one when force is set, is stopped
+// first with `kill <id> 9` and a wait for its init to exit (killFirst),
+// then removed with a plain `delete <id>`; anything else (crun, a paused
+// container, a kill or wait that does not succeed) runs `delete [--force]
+// <id>` as before. Errors: CodeInvalidID, CodeNotFound, CodeBadState
+// (running or paused without force), CodeFailed, procexec's.
 func (p *cli) Delete(ctx context.Context, id string, force bool) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -168,11 +196,18 @@ func (p *cli) Delete(ctx context.Context, id string, force bool) error {
 		}
 		return wire.Errorf(CodeNotFound, "%s delete %s: no such container", p.name, id)
 	}
+	c, err := p.negotiated(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Features().KillBeforeDelete && p.killFirst(ctx, id, force) {
+		force = false // stopped now: a plain delete, no 100 ms sleep
+	}
 	args := []string{id}
 	if force {
 		args = []string{"--force", id}
 	}
-	err := p.mutate(ctx, verbDelete, id, args, func(st *State) string {
+	err = p.mutate(ctx, verbDelete, id, args, func(st *State) string {
 		if !force && (st.Status == StatusRunning || st.Status == StatusPaused) {
 			return "the container is " + string(st.Status)
 		}
@@ -180,8 +215,39 @@ func (p *cli) Delete(ctx context.Context, id string, force bool) error {
 	})
 	if err == nil {
 		p.reapInit(id)
+		p.forgetStored(id)
 	}
 	return err
+}
+
+// killWait bounds killFirst's wait for a killed init to exit.
+const killWait = 10 * time.Second
+
+// killFirst stops id for a plain delete: when it is created, or running
+// and force is set, it sends SIGKILL to the init (`kill <id> 9`; the
+// init leads the container's PID namespace, so every other process of
+// the container dies with it) and waits until the init has exited. It
+// reports whether id is stopped now; false leaves the decision to
+// `delete` (a paused container, a failed state read, kill or wait).
+func (p *cli) killFirst(ctx context.Context, id string, force bool) bool {
+	st, err := p.State(ctx, id)
+	switch {
+	case err != nil:
+		return false
+	case st.Status == StatusStopped:
+		return true
+	case st.Status == StatusCreated, st.Status == StatusRunning && force:
+	default:
+		return false
+	}
+	if err := p.Kill(ctx, id, syscall.SIGKILL, false); err != nil {
+		return false
+	}
+	if !waitExit(ctx, st.Pid, killWait) {
+		return false
+	}
+	after, err := p.State(ctx, id)
+	return err == nil && after.Status == StatusStopped
 }
 
 // mutate runs a mutating verb on id and classifies a failure by re-reading
@@ -194,7 +260,7 @@ func (p *cli) mutate(ctx context.Context, v verb, id string, args []string, wron
 	if _, err := p.negotiated(ctx); err != nil {
 		return err
 	}
-	_, msg, err := p.run(ctx, v, "", args)
+	_, msg, err := p.run(ctx, v, nil, args)
 	if !exitedNonzero(err) {
 		return err
 	}
@@ -228,7 +294,7 @@ func (p *cli) Ps(ctx context.Context, id string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, msg, err := p.run(ctx, verbPs, "", []string{"--format", "json", id})
+	res, msg, err := p.run(ctx, verbPs, nil, []string{"--format", "json", id})
 	if exitedNonzero(err) {
 		st, serr := p.State(ctx, id)
 		switch {
@@ -275,7 +341,7 @@ func (p *cli) Stats(ctx context.Context, id string) (*Stats, error) {
 		}
 		return p.cgroupStats(st.Pid)
 	}
-	res, msg, err := p.run(ctx, verbEvents, "", []string{"--stats", id})
+	res, msg, err := p.run(ctx, verbEvents, nil, []string{"--stats", id})
 	if exitedNonzero(err) {
 		return nil, p.classify(ctx, verbEvents, id, msg, err, live)
 	}

@@ -7,22 +7,27 @@
 // Every command line is `<bin> --root <root> --log <fresh file> --log-format
 // json <verb> ...`, and the procexec policy New builds allows exactly those
 // shapes (the verbs below, kill with seven signals by number, events only
-// for runc); anything else is procexec.unknown before it runs. Two
-// constant /bin/sh scripts wrap the runtime where needed, with every
-// variable part passed as a positional parameter:
+// for runc); anything else is procexec.unknown before it runs.
 //
-//   - create runs inside scriptConsole, which makes the runtime's stdout
-//     and stderr the container's append-only console log, so the
-//     container inherits that file (never a pipe: `runc create` with pipe
-//     stdio never returns while the container lives; never procexec's
-//     unlinked temporary files). runc's and crun's container init calls
-//     setsid(2), so procexec's kill of the runtime's process group when
-//     the runtime exits does not reach the container (TestContract's
-//     pipe_hang_guard checks both);
-//   - crun 1.8 on a hybrid cgroup host runs inside `unshare --mount
-//     --propagation private -- /bin/sh -c scriptNoCgroupV2`, which
-//     unmounts the cgroup2 mount in that private namespace first (every
-//     verb but state and list, which only read the root).
+// Create hands the container's append-only console log to the runtime as
+// its stdout and stderr (procexec's caller-supplied output files), so the
+// container inherits that file: never a pipe (`runc create` with pipe
+// stdio never returns while the container lives) and never procexec's
+// unnamed temporary files. runc's and crun's container init calls
+// setsid(2), so procexec's kill of the runtime's process group when the
+// runtime exits does not reach the container (TestContract's
+// pipe_hang_guard checks both). crun 1.8 on a hybrid cgroup host runs
+// inside `unshare --mount --propagation private -- /bin/sh -c
+// scriptNoCgroupV2`, a constant script that unmounts the cgroup2 mount in
+// that private namespace first (every verb but state and list, which only
+// read the root).
+//
+// State and List read runc 1.1's own records (<root>/<id>/state.json,
+// decoded strictly by the codec) and derive the status as `runc state`
+// does, running nothing, and run the runtime whenever that is not certain
+// (stored_linux.go). Delete stops a runc container with `kill <id> 9` and
+// a wait for its init before a plain `delete`: runc 1.1's forced delete
+// sleeps 100 ms.
 //
 // Failures are classified by re-reading state, since every runtime error
 // exits 1; the runtime's last --log message, redacted, is quoted. Delete

@@ -19,14 +19,17 @@ import (
 // run executes verb v with runtime arguments args (after the global
 // flags; --version takes none) and returns procexec's result and the last
 // error message of the command's own --log file (redacted, "" if none).
-// console, when not "", is the container's console log (create only).
+// console, when not nil, is the container's console log (create only):
+// the runtime's stdout and stderr, handed over as descriptors 1 and 2
+// (procexec's caller-supplied output files), so the container inherits
+// the file itself, never a pipe.
 //
 // Each command gets a fresh log file in LogDir (O_EXCL, 0600), read back
 // and removed after the run: runc and crun append to --log and never
 // truncate it, so a shared file would mix commands. An output overflow is
 // CodeDecode (the codec's cap); every other procexec error is returned as
 // it is, CodeExitNonzero included, for the caller to classify.
-func (p *cli) run(ctx context.Context, v verb, console string, args []string) (*procexec.Result, string, error) {
+func (p *cli) run(ctx context.Context, v verb, console *os.File, args []string) (*procexec.Result, string, error) {
 	rt := []string{v.name}
 	var logPath string
 	if v.name != verbVersion.name {
@@ -39,7 +42,7 @@ func (p *cli) run(ctx context.Context, v verb, console string, args []string) (*
 		logPath = path
 		rt = append(append(globals(p.root, logPath), v.name), args...)
 	}
-	exe, argv := p.t.command(v, console, rt)
+	exe, argv := p.t.command(v, rt)
 	spec := &procexec.CommandSpec{
 		Executable:  exe,
 		Args:        argv,
@@ -49,6 +52,8 @@ func (p *cli) run(ctx context.Context, v verb, console string, args []string) (*
 		Purpose:     p.name + " " + v.name,
 		StdoutLimit: v.stdout,
 		StderrLimit: 64 << 10,
+		Stdout:      console,
+		Stderr:      console,
 	}
 	res, err := p.runner.Run(ctx, spec)
 	msg := ""

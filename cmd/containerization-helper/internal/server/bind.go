@@ -40,7 +40,14 @@ const (
 	dirRuntimeRoot = "runtime"     // --root of runc/crun
 	dirRuntimeLog  = "runtime-log" // the provider's per-command --log files
 	dirStore       = "store"       // package state's files
+	dirRootfs      = "rootfs"      // the read-only rootfs cache, one entry per manifest digest
 )
+
+// cgroupParent is the cgroup under which every container's own cgroup
+// lies (linux.cgroupsPath /hostkit/<id>): one place to find, account and
+// limit the helper's containers, never a cgroup another tool named after
+// one of its own containers.
+const cgroupParent = "/hostkit"
 
 // Open builds the helper's server over the real packages: the provider
 // (helper-private root under StateDir), the image unpacker (umoci through
@@ -80,14 +87,21 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s, err := New(Config{
-		Runtime: rt, Lookup: lookupSnapshot, Store: store, Images: &images{u: unp, bundles: bundlesDir(o.StateDir)},
+		Runtime: rt, Lookup: lookupSnapshot, Store: store,
+		Images:   &images{u: unp, bundles: bundlesDir(o.StateDir), cache: rootfsDir(o.StateDir)},
 		StateDir: o.StateDir, Epoch: o.Epoch, Started: o.Started, IdleTimeout: o.IdleTimeout, Logger: o.Logger, Audit: o.Audit,
 	})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	s.closer = store.Close
+	s.closer = func() error {
+		runner.Close()
+		if c, ok := rt.(interface{ Close() error }); ok {
+			c.Close()
+		}
+		return store.Close()
+	}
 	if err := s.Recover(ctx); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("server.Open: recover: %w", err)
@@ -104,14 +118,16 @@ func lookupSnapshot(codec, hostKind string) (Snapshot, error) {
 	return s, nil
 }
 
-// images adapts package image to Images.
+// images adapts package image to Images: every bundle runs its image from
+// the shared read-only rootfs cache (image.Unpacker.Prepare).
 type images struct {
 	u       *image.Unpacker
 	bundles string
+	cache   string
 }
 
 func (im *images) Evidence(ctx context.Context, ref helperapi.ImageRef) (*helperapi.Evidence, error) {
-	ev, err := image.Verify(ctx, ref.Layout, digest.Digest(ref.ManifestDigest), image.Limits{})
+	ev, err := im.u.Verify(ctx, ref.Layout, digest.Digest(ref.ManifestDigest))
 	if err != nil {
 		return nil, err
 	}
@@ -122,16 +138,37 @@ func (im *images) Unpack(ctx context.Context, ref helperapi.ImageRef, bundle str
 	if filepath.Dir(bundle) != im.bundles {
 		return wire.Errorf(CodePathUnsafe, "bundle is not under the helper's bundle root")
 	}
-	_, err := im.u.Unpack(ctx, image.Request{
+	name := filepath.Base(bundle)
+	_, err := im.u.Prepare(ctx, image.Request{
 		Layout:   ref.Layout,
 		Manifest: digest.Digest(ref.ManifestDigest),
 		Root:     im.bundles,
-		Name:     filepath.Base(bundle),
+		Name:     name,
 		// An image's labels become annotations: none may claim ownership.
-		Patch: image.Patch{Args: p.Args, Env: p.Env, Annotations: p.Annotations, OwnedPrefix: "dev.hostkit."},
-	})
+		Patch: image.Patch{Args: p.Args, Env: p.Env, Annotations: p.Annotations, OwnedPrefix: "dev.hostkit.",
+			CgroupsPath: cgroupParent + "/" + name},
+	}, im.cache)
 	return err
 }
+
+// Prune removes rootfs cache entries that no bundle runs from and that
+// were not used for a day, and leftovers of unfinished fills.
+func (im *images) Prune(now time.Time) ([]string, error) {
+	inUse := map[string]bool{}
+	ents, err := os.ReadDir(im.bundles)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if n := image.CacheEntryOf(filepath.Join(im.bundles, e.Name(), "config.json"), im.cache); n != "" {
+			inUse[n] = true
+		}
+	}
+	return image.PruneCache(im.cache, inUse, cacheIdle, now)
+}
+
+// cacheIdle is how long an unused rootfs cache entry is kept.
+const cacheIdle = 24 * time.Hour
 
 func evidenceOf(ev *image.Evidence) *helperapi.Evidence {
 	out := &helperapi.Evidence{

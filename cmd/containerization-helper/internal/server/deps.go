@@ -15,16 +15,17 @@ import (
 // Store is the helper's persistent state: package state's *state.Store
 // (project binding, per-instance fences, plan records consumed once,
 // idempotency records, container records with phases for crash
-// recovery). Every write is durable before it returns.
+// recovery). Every write of the document is durable before it returns;
+// plans live in memory only.
 type Store interface {
 	ProjectID() string
 	CheckFence(instance string, n uint64) error
-	RaiseFence(instance string, n uint64) error
 	PutPlan(p state.Plan) error
 	Plan(hash string) (state.Plan, error)
-	ConsumePlan(hash string) (state.Plan, error)
 	Idem(key, op, requestHash string) ([]byte, bool, error)
-	PutIdem(key, op, requestHash string, result []byte) error
+	// Apply makes several changes durable in one write (a mutation's
+	// fence, plan and in-progress record; its settled record and answer).
+	Apply(b state.Batch) (state.Plan, error)
 	PutContainer(c state.Container) error
 	Reconcile(id string, phase state.Phase) error
 	DeleteContainer(id string) error
@@ -69,9 +70,10 @@ type idemResult struct {
 type Images interface {
 	// Evidence verifies the layout's manifest and every blob.
 	Evidence(ctx context.Context, ref helperapi.ImageRef) (*helperapi.Evidence, error)
-	// Unpack verifies the image again and unpacks it into bundle (which
-	// must not exist), patching config.json with args, env, terminal
-	// false and the annotations.
+	// Unpack verifies the image again and makes bundle (which must not
+	// exist) a bundle of it: its own config.json (args, env, terminal
+	// false, the annotations, its cgroup) over the image's shared,
+	// read-only rootfs (unpacked once per manifest digest).
 	Unpack(ctx context.Context, ref helperapi.ImageRef, bundle string, patch BundlePatch) error
 }
 

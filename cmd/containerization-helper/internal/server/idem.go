@@ -13,13 +13,28 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
+// pendingKey is the context key under which durableIdem hands a
+// mutation's handler the *pending it fills (settlePhase, dropRecord).
+type pendingKey struct{}
+
+// pending is the container record change a mutation's handler leaves for
+// durableIdem: its settled phase (put) or the removal of its record
+// (del), written with the op's idempotency record in one store write.
+type pending struct {
+	put *state.Container
+	del string
+}
+
 // durableIdem keeps a mutation's answer in the store under (peer uid, op,
 // idempotency key), so a retry after the helper exited (idle, crash,
 // upgrade) gets the same answer, and a different body under the same key
 // request.idempotency_conflict, as lib/rpc's in-memory records do while
 // the process lives. Answers that had no effect (retry "safe") or whose
 // effect is unknown (internal, op.cancelled, a deadline) are not kept:
-// the caller observes and retries.
+// the caller observes and retries. The handler's settled record change
+// (pending) becomes durable in the same write as the answer, before the
+// answer is sent; when that write fails, the op fails with the store's
+// error (its effect is then known only to observe).
 func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 	return func(ctx context.Context, call *rpc.Call) (any, error) {
 		if call.Idem == "" {
@@ -45,24 +60,54 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 			}
 			return msgpack.RawMessage(r.Body), nil
 		}
-		v, err := h(ctx, call)
-		var r idemResult
-		if err != nil {
-			we := wire.AsError(err)
-			if we.Retry == wire.RetrySafe || we.Code == wire.CodeInternal || we.Code == helperapi.CodeOpCancelled || ctx.Err() != nil {
-				return nil, err
-			}
-			r.Code, r.Msg, r.Retry = we.Code, we.Msg, string(we.Retry)
-		} else if r.Body, err = wire.Marshal(v); err != nil {
-			return nil, err
+		p := &pending{}
+		v, err := h(context.WithValue(ctx, pendingKey{}, p), call)
+		batch := state.Batch{Put: p.put, Delete: p.del}
+		if idem, ok := s.answerOf(ctx, v, err); ok {
+			batch.Idem = &state.Idem{Key: key, Op: call.Op, RequestHash: digest, Result: idem}
 		}
-		b, merr := wire.Marshal(&r)
-		if merr == nil {
-			merr = s.cfg.Store.PutIdem(key, call.Op, digest, b)
+		record := batch.Put != nil || batch.Delete != ""
+		if !record && batch.Idem == nil {
+			return v, err
 		}
-		if merr != nil {
-			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(merr))
+		_, aerr := s.cfg.Store.Apply(batch)
+		if aerr != nil && record && batch.Idem != nil && wire.CodeOf(aerr) == state.CodeIdemConflict {
+			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
+			batch.Idem = nil // the record must still be written
+			_, aerr = s.cfg.Store.Apply(batch)
+		}
+		switch {
+		case aerr != nil && record:
+			return nil, aerr
+		case aerr != nil:
+			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
 		}
 		return v, err
 	}
+}
+
+// answerOf encodes the answer (v, err) to keep for a retry, or reports
+// false when it must not be kept: no effect (retry safe) or an unknown one
+// (internal, op.cancelled, the op's context ended).
+func (s *Server) answerOf(ctx context.Context, v any, err error) ([]byte, bool) {
+	var r idemResult
+	if err != nil {
+		we := wire.AsError(err)
+		if we.Retry == wire.RetrySafe || we.Code == wire.CodeInternal || we.Code == helperapi.CodeOpCancelled || ctx.Err() != nil {
+			return nil, false
+		}
+		r.Code, r.Msg, r.Retry = we.Code, we.Msg, string(we.Retry)
+	} else {
+		b, merr := wire.Marshal(v)
+		if merr != nil {
+			return nil, false
+		}
+		r.Body = b
+	}
+	b, merr := wire.Marshal(&r)
+	if merr != nil {
+		s.log.Warn("helper.idem_store_failed", "code", wire.CodeOf(merr))
+		return nil, false
+	}
+	return b, true
 }

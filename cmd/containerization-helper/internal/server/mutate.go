@@ -64,14 +64,25 @@ func (s *Server) open(ctx context.Context, call *rpc.Call, kind string) (*gate, 
 	return g, nil
 }
 
-// commit raises the instance's fence and consumes the plan: from here on
-// the mutation acts.
-func (s *Server) commit(g *gate) error {
-	if err := s.cfg.Store.RaiseFence(g.req.Context.InstanceID, g.req.Context.Fence); err != nil {
+// begin raises the instance's fence, consumes the plan and writes rec
+// with the in-progress phase, in one store write (state.Batch): from here
+// on the mutation acts, and a crash of the helper from here on leaves a
+// record that recovery re-observes.
+func (s *Server) begin(g *gate, rec *state.Container, phase state.Phase) error {
+	rec.Phase = phase
+	if _, err := s.cfg.Store.Apply(state.Batch{
+		Fence:       &state.Fence{Instance: g.req.Context.InstanceID, N: g.req.Context.Fence},
+		ConsumePlan: g.plan.Hash,
+		Put:         rec,
+		// The answer's write (durableIdem) syncs the directory: until then
+		// only a power loss, which ends the containers too, could bring
+		// back the state before this unacknowledged op.
+		DeferDirSync: true,
+	}); err != nil {
 		return err
 	}
-	_, err := s.cfg.Store.ConsumePlan(g.plan.Hash)
-	return err
+	rec.Updated = s.cfg.Now() // the store's own time is at most this
+	return nil
 }
 
 // owned reads id's state and checks that its annotations bind it to this
@@ -111,7 +122,7 @@ func (s *Server) record(st *provider.State, c helperapi.Context) (*state.Contain
 }
 
 // setPhase writes rec with phase: an in-progress phase before the step it
-// names runs, a settled one after the runtime answered.
+// names runs.
 func (s *Server) setPhase(rec *state.Container, phase state.Phase) error {
 	rec.Phase = phase
 	if err := s.cfg.Store.PutContainer(*rec); err != nil {
@@ -119,6 +130,33 @@ func (s *Server) setPhase(rec *state.Container, phase state.Phase) error {
 	}
 	rec.Updated = s.cfg.Now() // the store's own time is at most this
 	return nil
+}
+
+// settlePhase records the settled phase after the runtime answered. Under
+// durableIdem (every mutation) the write is left to it, which makes it
+// durable together with the op's idempotency record, before the answer
+// leaves; elsewhere it is written now.
+func (s *Server) settlePhase(ctx context.Context, rec *state.Container, phase state.Phase) error {
+	p, ok := ctx.Value(pendingKey{}).(*pending)
+	if !ok {
+		return s.setPhase(rec, phase)
+	}
+	rec.Phase = phase
+	c := *rec
+	p.put, p.del = &c, ""
+	rec.Updated = s.cfg.Now()
+	return nil
+}
+
+// dropRecord removes id's record after the runtime deleted the container:
+// under durableIdem together with the op's idempotency record, elsewhere
+// now.
+func (s *Server) dropRecord(ctx context.Context, id string) error {
+	if p, ok := ctx.Value(pendingKey{}).(*pending); ok {
+		p.put, p.del = nil, id
+		return nil
+	}
+	return s.cfg.Store.DeleteContainer(id)
 }
 
 // cleanupTimeout bounds the clean-up of a failed create, which runs even
@@ -137,11 +175,8 @@ func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
 	} else if wire.CodeOf(err) != CodeNotFound {
 		return nil, s.mapErr(ctx, err)
 	}
-	if err := s.commit(g); err != nil {
-		return nil, err
-	}
 	rec := &state.Container{ID: id, Instance: p.Context.InstanceID, Fence: p.Context.Fence, PlanHash: p.Hash, Bundle: s.bundlePath(id), ConsoleLog: s.logPath(id)}
-	if err := s.setPhase(rec, state.PhaseCreating); err != nil {
+	if err := s.begin(g, rec, state.PhaseCreating); err != nil {
 		return nil, err
 	}
 	ref := helperapi.ImageRef{Layout: p.Layout, ManifestDigest: p.ManifestDigest}
@@ -158,7 +193,7 @@ func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
 	if err != nil {
 		return nil, s.mapErr(ctx, err)
 	}
-	if err := s.setPhase(rec, state.PhaseCreated); err != nil {
+	if err := s.settlePhase(ctx, rec, state.PhaseCreated); err != nil {
 		return nil, err
 	}
 	return s.containerOf(st, rec), nil
@@ -183,33 +218,50 @@ func (s *Server) undoCreate(ctx context.Context, rec *state.Container, runtime b
 }
 
 func (s *Server) start(ctx context.Context, call *rpc.Call) (any, error) {
-	g, err := s.open(ctx, call, helperapi.KindStart)
+	g, _, rec, err := s.claim(ctx, call, helperapi.KindStart, state.PhaseStarting, func(st *provider.State, _ *Plan) error {
+		if st.Status != provider.StatusCreated {
+			return wire.Errorf(CodeBadState, "only a created container can be started (it is %s)", st.Status)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer g.unlock()
-	id := g.req.ContainerID
-	st, err := s.owned(ctx, id, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	if st.Status != provider.StatusCreated {
-		return nil, wire.Errorf(CodeBadState, "only a created container can be started (it is %s)", st.Status)
-	}
-	rec, err := s.record(st, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.commit(g); err != nil {
-		return nil, err
-	}
-	if err := s.setPhase(rec, state.PhaseStarting); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Runtime.Start(ctx, id); err != nil {
+	if err := s.cfg.Runtime.Start(ctx, rec.ID); err != nil {
 		return nil, s.mapErr(ctx, err)
 	}
-	return s.settle(ctx, id, rec, state.PhaseRunning)
+	return s.settle(ctx, rec.ID, rec, state.PhaseRunning)
+}
+
+// claim is the prologue of start, restart and delete: it opens the gate
+// for kind, reads the container's state and checks it is owned by the
+// context's project and instance, runs the op's own check on it (with the
+// plan), and
+// begins the mutation with phase (fence, plan and in-progress record in
+// one durable write). The caller releases g.unlock.
+func (s *Server) claim(ctx context.Context, call *rpc.Call, kind string, phase state.Phase,
+	check func(*provider.State, *Plan) error) (*gate, *provider.State, *state.Container, error) {
+	g, err := s.open(ctx, call, kind)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := s.owned(ctx, g.req.ContainerID, g.req.Context)
+	if err == nil {
+		err = check(st, g.plan)
+	}
+	var rec *state.Container
+	if err == nil {
+		rec, err = s.record(st, g.req.Context)
+	}
+	if err == nil {
+		err = s.begin(g, rec, phase)
+	}
+	if err != nil {
+		g.unlock()
+		return nil, nil, nil, err
+	}
+	return g, st, rec, nil
 }
 
 // settle re-reads id's state after a step, records phase and answers the
@@ -219,37 +271,25 @@ func (s *Server) settle(ctx context.Context, id string, rec *state.Container, ph
 	if err != nil {
 		return nil, s.mapErr(ctx, err)
 	}
-	if err := s.setPhase(rec, phase); err != nil {
+	if err := s.settlePhase(ctx, rec, phase); err != nil {
 		return nil, err
 	}
 	return s.containerOf(st, rec), nil
 }
 
 func (s *Server) restart(ctx context.Context, call *rpc.Call) (any, error) {
-	g, err := s.open(ctx, call, helperapi.KindRestart)
+	g, st, rec, err := s.claim(ctx, call, helperapi.KindRestart, state.PhaseStopping, func(st *provider.State, _ *Plan) error {
+		// Only a container whose bundle the helper made can be made again.
+		if st.Bundle != s.bundlePath(st.ID) {
+			return wire.Errorf(helperapi.CodeContainerNotOwned, "the container's bundle is not the helper's")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer g.unlock()
-	id := g.req.ContainerID
-	st, err := s.owned(ctx, id, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	// Only a container whose bundle the helper made can be made again.
-	if st.Bundle != s.bundlePath(id) {
-		return nil, wire.Errorf(helperapi.CodeContainerNotOwned, "the container's bundle is not the helper's")
-	}
-	rec, err := s.record(st, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.commit(g); err != nil {
-		return nil, err
-	}
-	if err := s.setPhase(rec, state.PhaseStopping); err != nil {
-		return nil, err
-	}
+	id := rec.ID
 	if st.Status == provider.StatusRunning || st.Status == provider.StatusPaused {
 		timeout := time.Duration(g.plan.StopTimeoutMS) * time.Millisecond
 		if timeout == 0 {
@@ -325,39 +365,39 @@ func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Durati
 }
 
 func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
-	g, err := s.open(ctx, call, helperapi.KindDelete)
+	g, st, rec, err := s.claim(ctx, call, helperapi.KindDelete, state.PhaseDeleting, func(st *provider.State, p *Plan) error {
+		if !p.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
+			return wire.Errorf(CodeBadState, "the container is %s; plan the delete with force", st.Status)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer g.unlock()
-	id := g.req.ContainerID
-	st, err := s.owned(ctx, id, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	if !g.plan.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
-		return nil, wire.Errorf(CodeBadState, "the container is %s; plan the delete with force", st.Status)
-	}
-	rec, err := s.record(st, g.req.Context)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.commit(g); err != nil {
-		return nil, err
-	}
-	if err := s.setPhase(rec, state.PhaseDeleting); err != nil {
-		return nil, err
-	}
+	id := rec.ID
 	if err := s.cfg.Runtime.Delete(ctx, id, g.plan.Force); err != nil && wire.CodeOf(err) != CodeNotFound {
 		return nil, s.mapErr(ctx, err)
 	}
-	s.forget(id, st.Bundle)
+	s.removeFiles(id, st.Bundle)
+	if err := s.dropRecord(ctx, id); err != nil {
+		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("code", wire.CodeOf(err)))
+	}
 	return &helperapi.DeleteResponse{ContainerID: id, Deleted: true}, nil
 }
 
 // forget removes a deleted container's bundle (only when it is the
 // helper's own), console log and record.
 func (s *Server) forget(id, bundle string) {
+	s.removeFiles(id, bundle)
+	if err := s.cfg.Store.DeleteContainer(id); err != nil {
+		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("code", wire.CodeOf(err)))
+	}
+}
+
+// removeFiles removes a deleted container's bundle (only when it is the
+// helper's own) and console log.
+func (s *Server) removeFiles(id, bundle string) {
 	if bundle == s.bundlePath(id) {
 		if err := os.RemoveAll(bundle); err != nil {
 			s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("err", err.Error()))
@@ -365,8 +405,5 @@ func (s *Server) forget(id, bundle string) {
 	}
 	if err := os.Remove(s.logPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("err", err.Error()))
-	}
-	if err := s.cfg.Store.DeleteContainer(id); err != nil {
-		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("code", wire.CodeOf(err)))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"hostkit.dev/cmd/containerization-helper/internal/provider"
 	"hostkit.dev/cmd/containerization-helper/internal/state"
@@ -19,7 +20,9 @@ import (
 //   - a settled record whose container is gone (a reboot, a container
 //     removed behind the helper's back) is removed the same way;
 //   - a bundle directory with a helper-made name and neither record nor
-//     container is removed.
+//     container is removed;
+//   - rootfs cache entries no bundle runs from and unused for a day, and
+//     leftovers of fills that did not finish, are removed.
 //
 // Containers themselves are never changed here: an owned container left
 // in created is an orphan that observe shows and delete removes by id.
@@ -75,6 +78,17 @@ func (s *Server) Recover(ctx context.Context) error {
 		s.log.Info("helper.recover_stray_bundle", slog.String("container_id", id))
 		_ = os.RemoveAll(s.bundlePath(id))
 		_ = os.Remove(s.logPath(id))
+	}
+	if p, ok := s.cfg.Images.(interface {
+		Prune(time.Time) ([]string, error)
+	}); ok {
+		removed, err := p.Prune(s.cfg.Now())
+		for _, n := range removed {
+			s.log.Info("helper.recover_rootfs_pruned", slog.String("entry", n))
+		}
+		if err != nil {
+			s.log.Warn("helper.recover_rootfs_prune_failed", slog.String("err", err.Error()))
+		}
 	}
 	return nil
 }

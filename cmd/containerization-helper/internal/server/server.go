@@ -67,8 +67,8 @@ type active struct {
 	snap Snapshot
 }
 
-// New checks cfg and makes the state directory's bundles/ and logs/
-// (0700).
+// New checks cfg and makes the state directory's bundles/, logs/ and
+// rootfs/ (0700).
 func New(cfg Config) (*Server, error) {
 	if cfg.Runtime == nil || cfg.Lookup == nil || cfg.Store == nil || cfg.Images == nil || cfg.Logger == nil || cfg.Audit == nil || cfg.StateDir == "" {
 		return nil, errors.New("server.New: Runtime, Lookup, Store, Images, StateDir, Logger and Audit are required")
@@ -76,7 +76,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	for _, d := range []string{cfg.StateDir, bundlesDir(cfg.StateDir), logsDir(cfg.StateDir)} {
+	for _, d := range []string{cfg.StateDir, bundlesDir(cfg.StateDir), logsDir(cfg.StateDir), rootfsDir(cfg.StateDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("server.New: %w", err)
 		}
@@ -89,6 +89,7 @@ func New(cfg Config) (*Server, error) {
 
 func bundlesDir(state string) string { return filepath.Join(state, "bundles") }
 func logsDir(state string) string    { return filepath.Join(state, "logs") }
+func rootfsDir(state string) string  { return filepath.Join(state, dirRootfs) }
 
 // bundlePath and logPath are derived from a validated, helper-generated
 // id only (validID), never from caller input.

@@ -28,13 +28,18 @@ const (
 // is lowercase ASCII (checkJSON relies on it); idempotency keys, which may
 // be any bytes, live in a list as base64.
 type doc struct {
-	Schema      int                 `json:"schema"`
-	Project     string              `json:"project"`
-	CreatedMS   int64               `json:"created_ms"`
-	Fences      map[string]uint64   `json:"fences"`
-	Idempotency []idemJSON          `json:"idempotency"`
-	Plans       map[string]planJSON `json:"plans"`
-	Containers  map[string]contJSON `json:"containers"`
+	Schema  int    `json:"schema"`
+	Project string `json:"project"`
+	// Generation counts the durable writes of the document; the newer of
+	// state.json and a state.wal slot wins (package doc, "Durability").
+	Generation  uint64            `json:"generation"`
+	CreatedMS   int64             `json:"created_ms"`
+	Fences      map[string]uint64 `json:"fences"`
+	Idempotency []idemJSON        `json:"idempotency"`
+	// Plans is always written empty: plans live in memory only. One
+	// read from a file is validated and dropped.
+	Plans      map[string]planJSON `json:"plans"`
+	Containers map[string]contJSON `json:"containers"`
 }
 
 type idemJSON struct {
@@ -74,10 +79,12 @@ func newDoc(project string, nowMS int64) *doc {
 	}
 }
 
-// encode renders d deterministically (encoding/json sorts map keys; the
-// idempotency list is kept sorted by key).
+// encode renders d deterministically and compactly (encoding/json sorts
+// map keys; the idempotency list is kept sorted by key). Compact, not
+// indented: every durable write carries the whole document, and
+// MarshalIndent costs twice the time and a third more bytes.
 func (d *doc) encode() ([]byte, error) {
-	b, err := json.MarshalIndent(d, "", " ")
+	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
@@ -113,9 +120,7 @@ func decodeDoc(b []byte) (*doc, error) {
 	if d.Fences == nil {
 		d.Fences = map[string]uint64{}
 	}
-	if d.Plans == nil {
-		d.Plans = map[string]planJSON{}
-	}
+	d.Plans = map[string]planJSON{} // never carried over: an unconsumed plan does not survive a restart
 	if d.Containers == nil {
 		d.Containers = map[string]contJSON{}
 	}

@@ -83,20 +83,23 @@ func (c contJSON) toContainer(id string) Container {
 // not checked here (a cleanup may follow a newer fence): callers use
 // CheckFence before acting. Errors also: CodeInvalid, CodeFull, CodeIO.
 func (s *Store) PutContainer(c Container) error {
-	return s.mutate(func(now time.Time) error {
-		if err := c.validate(); err != nil {
-			return err
-		}
-		if s.recovering[c.ID] {
-			return recoveringErr()
-		}
-		if _, ok := s.d.Containers[c.ID]; !ok && len(s.d.Containers) >= s.opt.MaxContainers {
-			return wire.Errorf(CodeFull, "too many container records")
-		}
-		s.d.Containers[c.ID] = contJSON{Instance: c.Instance, Bundle: c.Bundle, ConsoleLog: c.ConsoleLog,
-			Fence: c.Fence, PlanHash: c.PlanHash, Phase: c.Phase, UpdatedMS: now.UnixMilli()}
-		return nil
-	}, nil)
+	return s.mutate(func(now time.Time) error { return s.putContainer(c, now) }, nil)
+}
+
+// putContainer is PutContainer's change; s.mu is held.
+func (s *Store) putContainer(c Container, now time.Time) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if s.recovering[c.ID] {
+		return recoveringErr()
+	}
+	if _, ok := s.d.Containers[c.ID]; !ok && len(s.d.Containers) >= s.opt.MaxContainers {
+		return wire.Errorf(CodeFull, "too many container records")
+	}
+	s.d.Containers[c.ID] = contJSON{Instance: c.Instance, Bundle: c.Bundle, ConsoleLog: c.ConsoleLog,
+		Fence: c.Fence, PlanHash: c.PlanHash, Phase: c.Phase, UpdatedMS: now.UnixMilli()}
+	return nil
 }
 
 // Reconcile records phase, which the helper observed in the runtime, for

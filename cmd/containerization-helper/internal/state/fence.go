@@ -60,14 +60,17 @@ func (s *Store) checkFence(instance string, n uint64) error {
 // when it is higher (a caller-supplied generation, e.g. supervisord's).
 // Errors: CodeFenceStale, CodeInvalid, CodeFull, CodeIO.
 func (s *Store) RaiseFence(instance string, n uint64) error {
-	return s.mutate(func(_ time.Time) error {
-		if err := s.checkFence(instance, n); err != nil {
-			return err
-		}
-		if _, ok := s.d.Fences[instance]; !ok && len(s.d.Fences) >= s.opt.MaxContainers {
-			return wire.Errorf(CodeFull, "too many fenced instances")
-		}
-		s.d.Fences[instance] = n
-		return nil
-	}, nil)
+	return s.mutate(func(_ time.Time) error { return s.raiseFence(instance, n) }, nil)
+}
+
+// raiseFence is RaiseFence's change; s.mu is held.
+func (s *Store) raiseFence(instance string, n uint64) error {
+	if err := s.checkFence(instance, n); err != nil {
+		return err
+	}
+	if _, ok := s.d.Fences[instance]; !ok && len(s.d.Fences) >= s.opt.MaxContainers {
+		return wire.Errorf(CodeFull, "too many fenced instances")
+	}
+	s.d.Fences[instance] = n
+	return nil
 }

@@ -38,33 +38,36 @@ func (s *Store) Idem(key, op, requestHash string) ([]byte, bool, error) {
 // the first record; a live record for another op or request is
 // CodeIdemConflict. Errors also: CodeInvalid, CodeFull, CodeIO.
 func (s *Store) PutIdem(key, op, requestHash string, result []byte) error {
-	return s.mutate(func(now time.Time) error {
-		if err := checkIdem(key, op, requestHash, result); err != nil {
-			return err
+	return s.mutate(func(now time.Time) error { return s.putIdem(key, op, requestHash, result, now) }, nil)
+}
+
+// putIdem is PutIdem's change; s.mu is held.
+func (s *Store) putIdem(key, op, requestHash string, result []byte, now time.Time) error {
+	if err := checkIdem(key, op, requestHash, result); err != nil {
+		return err
+	}
+	i, ok := s.d.findIdem(key)
+	if ok && s.d.Idempotency[i].ExpiresMS > now.UnixMilli() {
+		if r := s.d.Idempotency[i]; r.Op != op || r.RequestHash != requestHash {
+			return conflict()
 		}
-		i, ok := s.d.findIdem(key)
-		if ok && s.d.Idempotency[i].ExpiresMS > now.UnixMilli() {
-			if r := s.d.Idempotency[i]; r.Op != op || r.RequestHash != requestHash {
-				return conflict()
-			}
-			return nil
-		}
-		rec := idemJSON{Key: []byte(key), Op: op, RequestHash: requestHash, Result: slices.Clone(result),
-			CreatedMS: now.UnixMilli(), ExpiresMS: now.Add(s.opt.IdemTTL).UnixMilli()}
-		if ok {
-			s.d.Idempotency[i] = rec // the expired record under the same key
-			return nil
-		}
-		if len(s.d.Idempotency) >= s.opt.MaxIdem {
-			s.sweep(now)
-			if len(s.d.Idempotency) >= s.opt.MaxIdem {
-				return &wire.Error{Code: CodeFull, Msg: "too many idempotency records", Retry: wire.RetrySafe}
-			}
-			i, _ = s.d.findIdem(key)
-		}
-		s.d.Idempotency = slices.Insert(s.d.Idempotency, i, rec)
 		return nil
-	}, nil)
+	}
+	rec := idemJSON{Key: []byte(key), Op: op, RequestHash: requestHash, Result: slices.Clone(result),
+		CreatedMS: now.UnixMilli(), ExpiresMS: now.Add(s.opt.IdemTTL).UnixMilli()}
+	if ok {
+		s.d.Idempotency[i] = rec // the expired record under the same key
+		return nil
+	}
+	if len(s.d.Idempotency) >= s.opt.MaxIdem {
+		s.sweep(now)
+		if len(s.d.Idempotency) >= s.opt.MaxIdem {
+			return &wire.Error{Code: CodeFull, Msg: "too many idempotency records", Retry: wire.RetrySafe}
+		}
+		i, _ = s.d.findIdem(key)
+	}
+	s.d.Idempotency = slices.Insert(s.d.Idempotency, i, rec)
+	return nil
 }
 
 func conflict() error {

@@ -8,9 +8,10 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// Plan is a stored plan record: the mutation a `container.plan` answer
+// Plan is a plan record: the mutation a `container.plan` answer
 // confirmed, under its hash. Contents are the caller's encoding of the
-// plan (at most 64 KiB), opaque to the store.
+// plan (at most 64 KiB), opaque to the store. Plans live in the Store's
+// memory only (package doc, "Plans").
 type Plan struct {
 	Hash     string // 1–128 bytes of [a-z0-9_.:-], e.g. "sha256:<hex>"
 	Contents []byte
@@ -18,11 +19,12 @@ type Plan struct {
 	Expires  time.Time // required; after it the plan is CodePlanExpired
 }
 
-// PutPlan stores p durably. Storing the same hash with the same contents
-// again is a no-op; with other contents it is CodeInvalid (a hash names
-// one plan). Errors also: CodeFull, CodeIO.
+// PutPlan keeps p (in memory: nothing is written). Storing the same hash
+// with the same contents again is a no-op; with other contents it is
+// CodeInvalid (a hash names one plan). Errors also: CodeFull, CodeClosed.
 func (s *Store) PutPlan(p Plan) error {
-	return s.mutate(func(now time.Time) error {
+	return s.read(func() error {
+		now := s.opt.Now()
 		switch {
 		case !validHash(p.Hash):
 			return wire.Errorf(CodeInvalid, "plan hash must be 1 to %d bytes of [a-z0-9_.:-]", maxHashBytes)
@@ -31,21 +33,21 @@ func (s *Store) PutPlan(p Plan) error {
 		case !p.Expires.After(now):
 			return wire.Errorf(CodeInvalid, "plan expiry must be in the future")
 		}
-		if old, ok := s.d.Plans[p.Hash]; ok {
+		if old, ok := s.plans[p.Hash]; ok {
 			if !bytes.Equal(old.Contents, p.Contents) {
 				return wire.Errorf(CodeInvalid, "another plan is stored under this hash")
 			}
 			return nil
 		}
-		if len(s.d.Plans) >= s.opt.MaxPlans {
-			s.sweep(now)
-			if len(s.d.Plans) >= s.opt.MaxPlans {
+		if len(s.plans) >= s.opt.MaxPlans {
+			s.sweepPlans(now)
+			if len(s.plans) >= s.opt.MaxPlans {
 				return &wire.Error{Code: CodeFull, Msg: "too many plans", Retry: wire.RetrySafe}
 			}
 		}
-		s.d.Plans[p.Hash] = planJSON{Contents: slices.Clone(p.Contents), CreatedMS: now.UnixMilli(), ExpiresMS: p.Expires.UnixMilli()}
+		s.plans[p.Hash] = planJSON{Contents: slices.Clone(p.Contents), CreatedMS: now.UnixMilli(), ExpiresMS: p.Expires.UnixMilli()}
 		return nil
-	}, nil)
+	})
 }
 
 // Plan returns the live plan stored under hash without consuming it.
@@ -60,20 +62,20 @@ func (s *Store) Plan(hash string) (Plan, error) {
 	return out, err
 }
 
-// ConsumePlan removes the plan under hash durably and returns it, so a
-// plan confirms one mutation only: a second consume, like a hash never
-// stored, is CodePlanUnknown; a plan past its expiry is CodePlanExpired
-// (and stays until swept). Errors also: CodeIO.
+// ConsumePlan removes the plan under hash and returns it, so a plan
+// confirms one mutation only: a second consume, like a hash never stored,
+// is CodePlanUnknown; a plan past its expiry is CodePlanExpired (and stays
+// until swept). A mutation consumes its plan with Apply instead, in the
+// same step as its durable writes. Errors also: CodeClosed.
 func (s *Store) ConsumePlan(hash string) (Plan, error) {
 	var out Plan
-	err := s.mutate(func(now time.Time) error {
+	err := s.read(func() error {
 		var err error
-		if out, err = s.livePlan(hash, now); err != nil {
-			return err
+		if out, err = s.livePlan(hash, s.opt.Now()); err == nil {
+			delete(s.plans, hash)
 		}
-		delete(s.d.Plans, hash)
-		return nil
-	}, nil)
+		return err
+	})
 	if err != nil {
 		return Plan{}, err
 	}
@@ -82,7 +84,7 @@ func (s *Store) ConsumePlan(hash string) (Plan, error) {
 
 // livePlan looks hash up; s.mu is held.
 func (s *Store) livePlan(hash string, now time.Time) (Plan, error) {
-	p, ok := s.d.Plans[hash]
+	p, ok := s.plans[hash]
 	if !ok || !validHash(hash) {
 		return Plan{}, wire.Errorf(CodePlanUnknown, "no such plan (never made, already used, or long expired); plan again")
 	}

@@ -99,10 +99,16 @@ func TestPlans(t *testing.T) {
 	_, err = s.ConsumePlan("sha256:never")
 	isCode(t, err, CodePlanUnknown)
 
-	// Expiry, with the injected clock; and it survives a reopen.
-	is.NoErr(s.PutPlan(Plan{Hash: "sha256:03", Contents: []byte("x"), Expires: c.Now().Add(time.Minute)}))
+	// A reopen forgets every plan (they live in memory only), so no plan
+	// can come back after a restart.
+	is.NoErr(s.PutPlan(Plan{Hash: "sha256:04", Contents: []byte("y"), Expires: c.Now().Add(time.Minute)}))
 	s.Close()
 	s = open(t, dir, Options{Now: c.Now, PlanGrace: time.Hour})
+	_, err = s.Plan("sha256:04")
+	isCode(t, err, CodePlanUnknown)
+
+	// Expiry, with the injected clock.
+	is.NoErr(s.PutPlan(Plan{Hash: "sha256:03", Contents: []byte("x"), Expires: c.Now().Add(time.Minute)}))
 	c.Add(time.Minute)
 	_, err = s.Plan("sha256:03")
 	isCode(t, err, CodePlanExpired)

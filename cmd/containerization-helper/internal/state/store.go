@@ -70,9 +70,11 @@ type Store struct {
 
 	mu         sync.Mutex
 	d          *doc
-	good       []byte          // the last durable encoding of d
-	recovering map[string]bool // container ids in progress at Open
-	broken     error           // a failed write: mutations refused
+	plans      map[string]planJSON // in memory only (package doc, "Plans")
+	good       []byte              // the last durable encoding of d
+	wal        *walFile            // the write-ahead slots, nil until the first write after a snapshot
+	recovering map[string]bool     // container ids in progress at Open
+	broken     error               // a failed write: mutations refused
 	closed     bool
 }
 
@@ -99,7 +101,7 @@ func openStore(dir string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opt: opt, lock: lock, recovering: map[string]bool{}}
+	s := &Store{dir: dir, opt: opt, lock: lock, recovering: map[string]bool{}, plans: map[string]planJSON{}}
 	if err := s.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -157,8 +159,11 @@ func (s *Store) load() error {
 	}
 	b, err := s.readFile()
 	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(s.dir, walName)); err == nil {
+			return wire.Errorf(CodeCorrupt, "state.wal without state.json: refusing to start a new project over it")
+		}
 		s.d = newDoc(NewUUID(), s.opt.Now().UnixMilli())
-		return s.persist()
+		return s.persist(true)
 	}
 	if err != nil {
 		return err
@@ -168,7 +173,28 @@ func (s *Store) load() error {
 		return err
 	}
 	s.d, s.good = d, b
-	for id, c := range d.Containers {
+	// A write-ahead slot newer than state.json holds the last durable
+	// document: adopt it, then make it state.json again, so the state at
+	// rest is one file and no slot can outlive its snapshot.
+	wb, gen, err := walNewest(s.dir, d.Generation)
+	if err != nil {
+		return err
+	}
+	if wb != nil {
+		wd, err := decodeDoc(wb)
+		if err != nil {
+			return wire.Wrap(CodeCorrupt, "state.wal holds a document that does not decode", err)
+		}
+		if wd.Project != d.Project || wd.Generation != gen {
+			return wire.Errorf(CodeCorrupt, "state.wal does not continue state.json")
+		}
+		s.d, s.good = wd, wb
+		if err := s.snapshot(wb); err != nil {
+			return err
+		}
+	}
+	s.walDrop()
+	for id, c := range s.d.Containers {
 		if c.Phase.InProgress() {
 			s.recovering[id] = true
 		}
@@ -252,11 +278,12 @@ func withRetry(err error) error {
 // When the write fails, the document is rolled back to the last durable
 // one, and after an I/O failure the store refuses later mutations.
 func (s *Store) mutate(f func(now time.Time) error, commit func()) error {
-	return withRetry(s.mutateLocked(f, commit))
+	return withRetry(s.mutateLocked(f, commit, true))
 }
 
-// mutateLocked is mutate without the retry hints.
-func (s *Store) mutateLocked(f func(now time.Time) error, commit func()) error {
+// mutateLocked is mutate without the retry hints; syncDir false leaves
+// the rename's durability to the next write (see Batch.DeferDirSync).
+func (s *Store) mutateLocked(f func(now time.Time) error, commit func(), syncDir bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -270,7 +297,7 @@ func (s *Store) mutateLocked(f func(now time.Time) error, commit func()) error {
 		return err
 	}
 	s.sweep(now)
-	if err := s.persist(); err != nil {
+	if err := s.persist(syncDir); err != nil {
 		if wire.HasCode(err, CodeIO) {
 			s.broken = err
 		}
@@ -287,6 +314,7 @@ func (s *Store) mutateLocked(f func(now time.Time) error, commit func()) error {
 
 // sweep drops expired idempotency records and plans past their grace.
 func (s *Store) sweep(now time.Time) {
+	s.sweepPlans(now)
 	ms := now.UnixMilli()
 	kept := s.d.Idempotency[:0]
 	for _, r := range s.d.Idempotency {
@@ -296,24 +324,66 @@ func (s *Store) sweep(now time.Time) {
 	}
 	clear(s.d.Idempotency[len(kept):])
 	s.d.Idempotency = kept
+}
+
+// sweepPlans drops plans past their grace.
+func (s *Store) sweepPlans(now time.Time) {
 	grace := s.opt.PlanGrace.Milliseconds()
-	for h, p := range s.d.Plans {
-		if p.ExpiresMS+grace <= ms {
-			delete(s.d.Plans, h)
+	for h, p := range s.plans {
+		if p.ExpiresMS+grace <= now.UnixMilli() {
+			delete(s.plans, h)
 		}
 	}
 }
 
-// persist writes s.d durably: temp file 0600 in the directory, write,
-// fsync, rename, fsync of the directory. Errors: CodeFull, CodeIO.
-func (s *Store) persist() error {
+// persist writes s.d durably as its next generation: into the write-ahead
+// slot (one write and one fdatasync), or, when the document outgrew the
+// slots or before the first slot exists, as a snapshot (below). syncDir
+// false lets a snapshot skip its directory fsync (Batch.DeferDirSync).
+// Errors: CodeFull, CodeIO.
+func (s *Store) persist(syncDir bool) error {
+	prev := s.d.Generation
+	s.d.Generation++
 	b, err := s.d.encode()
 	if err != nil {
+		s.d.Generation = prev
 		return wire.Wrap(CodeIO, "cannot encode the state", err)
 	}
 	if int64(len(b)) > s.opt.MaxFileBytes {
+		s.d.Generation = prev
 		return wire.Errorf(CodeFull, "the state would exceed %d bytes", s.opt.MaxFileBytes)
 	}
+	if s.good != nil { // a state.json exists: slots may follow it
+		err := s.walWrite(b, s.d.Generation)
+		if err == nil {
+			s.good = b
+			return nil
+		}
+		if !errors.Is(err, errWALFull) {
+			s.d.Generation = prev
+			return wire.Wrap(CodeIO, "cannot write state.wal", err)
+		}
+	}
+	if err := s.snapshotSync(b, syncDir || s.wal != nil); err != nil {
+		s.d.Generation = prev
+		return err
+	}
+	if s.wal != nil {
+		s.walDrop() // every slot is older than this snapshot; the next write makes bigger ones
+	}
+	s.good = b
+	return nil
+}
+
+// snapshot writes b as state.json durably: temp file 0600 in the
+// directory, write, fsync, rename, fsync of the directory.
+func (s *Store) snapshot(b []byte) error { return s.snapshotSync(b, true) }
+
+// snapshotSync is snapshot; syncDir false skips the directory fsync (the
+// file's content is durable and the rename atomic; whether the old or the
+// new document survives a power loss is settled by the next directory
+// fsync). Errors: CodeIO.
+func (s *Store) snapshotSync(b []byte, syncDir bool) error {
 	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
 	if err != nil {
 		return wire.Wrap(CodeIO, "cannot create a temporary state file", err)
@@ -336,15 +406,16 @@ func (s *Store) persist() error {
 		os.Remove(tmp)
 		return wire.Wrap(CodeIO, "cannot write state.json", err)
 	}
-	if err := syncDir(s.dir); err != nil {
-		return wire.Wrap(CodeIO, "cannot sync the state directory", err)
+	if syncDir {
+		if err := fsyncDir(s.dir); err != nil {
+			return wire.Wrap(CodeIO, "cannot sync the state directory", err)
+		}
 	}
-	s.good = b
 	return nil
 }
 
-// syncDir fsyncs a directory so a rename in it is durable.
-func syncDir(dir string) error {
+// fsyncDir fsyncs a directory so a rename in it is durable.
+func fsyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

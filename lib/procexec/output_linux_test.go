@@ -1,0 +1,194 @@
+package procexec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+	"hostkit.dev/lib/wire"
+)
+
+// Caller-supplied output files: the child writes straight into them, the
+// Result carries nothing for those streams, no limit applies, and the file
+// stays open for the caller.
+func TestCallerOutputFiles(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestRunner(t, nil)
+	open := func(t *testing.T, flags int) *os.File {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(t.TempDir(), "console.log"), flags|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	tests := []struct {
+		name           string
+		script         string
+		flags          int
+		out, err       bool // which streams go to the caller's file
+		limit          int64
+		file           string // what the file holds afterwards
+		stdout, stderr string // what the Result holds
+	}{
+		{"both streams, one file", `echo out; echo err >&2`, os.O_WRONLY | os.O_APPEND, true, true, 0, "out\nerr\n", "", ""},
+		{"read-write append", `echo out; echo err >&2`, os.O_RDWR | os.O_APPEND, true, true, 0, "out\nerr\n", "", ""},
+		{"stdout only", `echo out; echo err >&2`, os.O_WRONLY | os.O_APPEND, true, false, 0, "out\n", "", "err\n"},
+		{"stderr only", `echo out; echo err >&2`, os.O_WRONLY | os.O_APPEND, false, true, 0, "err\n", "out\n", ""},
+		{"no limit on the caller's file", `head -c 5000 /dev/zero | tr '\0' x`, os.O_WRONLY | os.O_APPEND, true, true, 16, strings.Repeat("x", 5000), "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			f := open(t, tt.flags)
+			spec := sh(tt.script)
+			spec.StdoutLimit, spec.StderrLimit = tt.limit, tt.limit
+			if tt.out {
+				spec.Stdout = f
+			}
+			if tt.err {
+				spec.Stderr = f
+			}
+			res, err := r.Run(context.Background(), spec)
+			is.NoErr(err)
+			is.Equal(string(res.Stdout), tt.stdout)
+			is.Equal(string(res.Stderr), tt.stderr)
+			if tt.out {
+				is.Equal(res.StdoutSize, int64(0))
+			}
+			b, err := os.ReadFile(f.Name())
+			is.NoErr(err)
+			is.Equal(string(b), tt.file)
+			_, err = f.WriteString("still open\n") // the runner did not close it
+			is.NoErr(err)
+			assertGroupGone(t, res.Pid)
+		})
+	}
+}
+
+// A caller-supplied output file that is not an open, writable, O_APPEND
+// regular file is refused before anything runs.
+func TestCallerOutputFilesRefused(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestRunner(t, nil)
+	dir := t.TempDir()
+	file := func(flags int) func(t *testing.T) *os.File {
+		return func(t *testing.T) *os.File {
+			f, err := os.OpenFile(filepath.Join(dir, "f"), flags|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}
+	}
+	tests := []struct {
+		name   string
+		file   func(t *testing.T) *os.File
+		stderr bool
+	}{
+		{"not append", file(os.O_WRONLY), false},
+		{"not append, stderr", file(os.O_RDWR), true},
+		{"read-only append", file(os.O_RDONLY | os.O_APPEND), false},
+		{"a directory", func(t *testing.T) *os.File {
+			f, err := os.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}, false},
+		{"a character device", func(t *testing.T) *os.File {
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}, true},
+		{"a pipe", func(t *testing.T) *os.File {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pr.Close(); pw.Close() })
+			return pw
+		}, false},
+		{"a closed file", func(t *testing.T) *os.File {
+			f := file(os.O_WRONLY | os.O_APPEND)(t)
+			f.Close()
+			return f
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			marker := filepath.Join(t.TempDir(), "ran")
+			spec := sh(`: > "$1"`, marker)
+			if tt.stderr {
+				spec.Stderr = tt.file(t)
+			} else {
+				spec.Stdout = tt.file(t)
+			}
+			res, err := r.Run(context.Background(), spec)
+			is.Equal(wire.CodeOf(err), CodeInvalidSpec)
+			is.True(res == nil)
+			is.True(!exists(marker))
+		})
+	}
+}
+
+// The Runner makes one private output directory and reuses it; one that
+// disappears is made again; Close removes it.
+func TestOutputDirReused(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	p, err := NewPolicy(testRules, testMutations)
+	is.NoErr(err)
+	parent := t.TempDir()
+	r, err := NewRunner(Config{Policy: p, TempDir: parent})
+	is.NoErr(err)
+	dirs := func() []string {
+		m, err := filepath.Glob(filepath.Join(parent, "hk-procexec-*"))
+		is.NoErr(err)
+		return m
+	}
+	is.Equal(len(dirs()), 0) // made at the first run, not before
+	for i := 0; i < 3; i++ {
+		res, err := r.Run(context.Background(), sh(`echo run`))
+		is.NoErr(err)
+		is.Equal(string(res.Stdout), "run\n")
+	}
+	first := dirs()
+	is.Equal(len(first), 1)
+	fi, err := os.Lstat(first[0])
+	is.NoErr(err)
+	is.Equal(fi.Mode().Perm(), os.FileMode(0o700))
+	ents, err := os.ReadDir(first[0])
+	is.NoErr(err)
+	is.Equal(len(ents), 0) // the output files never had names
+
+	is.NoErr(os.Remove(first[0])) // gone behind the runner's back
+	res, err := r.Run(context.Background(), sh(`echo again`))
+	is.NoErr(err)
+	is.Equal(string(res.Stdout), "again\n")
+	second := dirs()
+	is.Equal(len(second), 1)
+
+	is.NoErr(os.Chmod(second[0], 0o755)) // no longer private: not used again
+	_, err = r.Run(context.Background(), sh(`true`))
+	is.NoErr(err)
+	third := dirs()
+	is.Equal(len(third), 1)
+	is.True(third[0] != second[0])
+
+	is.NoErr(r.Close())
+	is.Equal(len(dirs()), 0)
+	is.NoErr(r.Close())
+}
