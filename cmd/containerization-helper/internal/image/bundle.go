@@ -117,6 +117,11 @@ func readConfig(dir *os.File) (specs.Spec, error) {
 }
 
 // patchSpec applies p to spec (which has a process).
+// ImageAnnotationPrefix is the only annotation prefix an image's labels
+// may carry into a bundle (the OCI image-spec's informational keys,
+// annotations.md); every other image label is dropped.
+const ImageAnnotationPrefix = "org.opencontainers.image."
+
 func patchSpec(spec *specs.Spec, p Patch) error {
 	spec.Process.Terminal = p.Terminal
 	if p.Args != nil {
@@ -128,11 +133,14 @@ func patchSpec(spec *specs.Spec, p Patch) error {
 	if p.Cwd != "" {
 		spec.Process.Cwd = p.Cwd
 	}
-	if p.OwnedPrefix != "" {
-		for k := range spec.Annotations {
-			if strings.HasPrefix(k, p.OwnedPrefix) {
-				delete(spec.Annotations, k)
-			}
+	// umoci copies the image's labels into annotations, and runtimes obey
+	// some annotations (crun's run.oci.*, e.g. run.oci.pidfd_receiver
+	// makes crun, as root, connect to a host socket): an image must not
+	// configure the runtime. Only the informational OCI image keys stay;
+	// ownership annotations come from the caller alone.
+	for k := range spec.Annotations {
+		if !strings.HasPrefix(k, ImageAnnotationPrefix) || p.OwnedPrefix != "" && strings.HasPrefix(k, p.OwnedPrefix) {
+			delete(spec.Annotations, k)
 		}
 	}
 	if len(p.Annotations) > 0 && spec.Annotations == nil {

@@ -75,7 +75,8 @@ func TestUnpack(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	l, d := imagetest.BuildWith(t, t.TempDir(), imagetest.Options{
-		Labels: map[string]string{prefix + "project": "forged", prefix + "other": "forged", "keep": "me"},
+		Labels: map[string]string{prefix + "project": "forged", prefix + "other": "forged", "keep": "me",
+			"run.oci.pidfd_receiver": "/tmp/evil.sock", ImageAnnotationPrefix + "title": "t"},
 	})
 	u := newUnpacker(t)
 	root := t.TempDir()
@@ -104,7 +105,13 @@ func TestUnpack(t *testing.T) {
 	is.Equal(s.Annotations[prefix+"fence"], "7")
 	_, forged := s.Annotations[prefix+"other"]
 	is.True(!forged) // the image's label under our prefix was dropped
-	is.Equal(s.Annotations["keep"], "me")
+	// No image label may configure the runtime (crun obeys run.oci.*);
+	// only the informational OCI image keys stay.
+	_, kept := s.Annotations["keep"]
+	is.True(!kept)
+	_, receiver := s.Annotations["run.oci.pidfd_receiver"]
+	is.True(!receiver)
+	is.Equal(s.Annotations[ImageAnnotationPrefix+"title"], "t")
 	is.Equal(unpackedDigest(t, b.Path), d)
 }
 
