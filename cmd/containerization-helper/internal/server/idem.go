@@ -40,7 +40,8 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 		if call.Idem == "" {
 			return h(ctx, call)
 		}
-		key := strconv.FormatUint(uint64(call.Peer.UID), 10) + ":" + call.Idem
+		// Scoped like lib/rpc's records and docs/protocol.md: (uid, op, key).
+		key := strconv.FormatUint(uint64(call.Peer.UID), 10) + ":" + call.Op + ":" + call.Idem
 		sum := sha256.Sum256(call.Body) // the body is canonical: one spelling per value
 		digest := hex.EncodeToString(sum[:])
 		stored, ok, err := s.cfg.Store.Idem(key, call.Op, digest)
@@ -71,14 +72,20 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 			return v, err
 		}
 		_, aerr := s.cfg.Store.Apply(batch)
-		if aerr != nil && record && batch.Idem != nil && wire.CodeOf(aerr) == state.CodeIdemConflict {
+		if aerr != nil && record && batch.Idem != nil {
+			// The idempotency answer could not be kept (conflict, the
+			// table or the file is full): the record of what was done
+			// must still be written.
 			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
-			batch.Idem = nil // the record must still be written
+			batch.Idem = nil
 			_, aerr = s.cfg.Store.Apply(batch)
 		}
 		switch {
 		case aerr != nil && record:
-			return nil, aerr
+			// The runtime may already have acted: never "retry safe".
+			we := *wire.AsError(aerr)
+			we.Retry = wire.RetryAfterObserve
+			return nil, &we
 		case aerr != nil:
 			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
 		}
