@@ -291,11 +291,7 @@ func (s *Server) restart(ctx context.Context, call *rpc.Call) (any, error) {
 	defer g.unlock()
 	id := rec.ID
 	if st.Status == provider.StatusRunning || st.Status == provider.StatusPaused {
-		timeout := time.Duration(g.plan.StopTimeoutMS) * time.Millisecond
-		if timeout == 0 {
-			timeout = helperapi.DefaultStopTimeoutMS * time.Millisecond
-		}
-		if err := s.stop(ctx, id, timeout); err != nil {
+		if err := s.stop(ctx, id, stopTimeout(g.plan.StopTimeoutMS)); err != nil {
 			return nil, err
 		}
 	}
@@ -315,6 +311,14 @@ func (s *Server) restart(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, s.mapErr(ctx, err)
 	}
 	return s.settle(ctx, id, rec, state.PhaseRunning)
+}
+
+// stopTimeout is a plan's stop timeout, or the default for 0.
+func stopTimeout(ms int64) time.Duration {
+	if ms == 0 {
+		return helperapi.DefaultStopTimeoutMS * time.Millisecond
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // pollEvery is how often a stop re-reads the container's state.
@@ -376,6 +380,14 @@ func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	defer g.unlock()
 	id := rec.ID
+	if g.plan.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
+		// A forced delete stops the container as helperapi documents it:
+		// SIGTERM, the plan's stop timeout, then SIGKILL (an agent gets
+		// its chance to flush and exit).
+		if err := s.stop(ctx, id, stopTimeout(g.plan.StopTimeoutMS)); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.cfg.Runtime.Delete(ctx, id, g.plan.Force); err != nil && wire.CodeOf(err) != CodeNotFound {
 		return nil, s.mapErr(ctx, err)
 	}
