@@ -154,9 +154,22 @@ func patchSpec(spec *specs.Spec, p Patch) error {
 			return wire.Errorf(CodeBundleInvalid, "config.json has no linux section for a cgroups path")
 		}
 		spec.Linux.CgroupsPath = p.CgroupsPath
+		// A container gets a pids limit unless its config sets one: a
+		// fork bomb inside must not exhaust the host's pid space.
+		if spec.Linux.Resources == nil {
+			spec.Linux.Resources = &specs.LinuxResources{}
+		}
+		if spec.Linux.Resources.Pids == nil {
+			limit := int64(DefaultPidsLimit)
+			spec.Linux.Resources.Pids = &specs.LinuxPids{Limit: &limit}
+		}
 	}
 	return nil
 }
+
+// DefaultPidsLimit is the pids cgroup limit (processes and threads) of a
+// helper-made bundle whose config sets none.
+const DefaultPidsLimit = 1024
 
 // writeConfigAt writes spec as dirfd/config.json (0600) in a directory the
 // caller just made (so the exclusive create cannot meet an old file),

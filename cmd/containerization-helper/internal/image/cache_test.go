@@ -63,6 +63,7 @@ func TestPrepareSharesRootfs(t *testing.T) {
 	is.Equal(spec.Process.Env, []string{"A=1"})
 	is.True(!spec.Process.Terminal)
 	is.Equal(spec.Linux.CgroupsPath, "/hostkit/hk-a")
+	is.Equal(*spec.Linux.Resources.Pids.Limit, int64(DefaultPidsLimit)) // a fork bomb cannot exhaust the host
 	is.Equal(spec.Annotations[prefix+"project"], "p")
 	tmp := 0
 	for _, m := range spec.Mounts {

@@ -40,10 +40,7 @@ func (s *Store) PutPlan(p Plan) error {
 			return nil
 		}
 		if len(s.plans) >= s.opt.MaxPlans {
-			s.sweepPlans(now)
-			if len(s.plans) >= s.opt.MaxPlans {
-				return &wire.Error{Code: CodeFull, Msg: "too many plans", Retry: wire.RetrySafe}
-			}
+			s.makePlanRoom(now)
 		}
 		s.plans[p.Hash] = planJSON{Contents: slices.Clone(p.Contents), CreatedMS: now.UnixMilli(), ExpiresMS: p.Expires.UnixMilli()}
 		return nil
@@ -93,4 +90,29 @@ func (s *Store) livePlan(hash string, now time.Time) (Plan, error) {
 	}
 	return Plan{Hash: hash, Contents: slices.Clone(p.Contents),
 		Created: time.UnixMilli(p.CreatedMS), Expires: time.UnixMilli(p.ExpiresMS)}, nil
+}
+
+// makePlanRoom frees one plan slot when the table is full: first every
+// plan past its expiry (their grace is for reporting plan.expired, not
+// worth refusing new plans for), then, if none had expired, the oldest
+// live plan (its caller gets plan.unknown and plans again). A client that
+// floods container.plan can thus only push out unconsumed plans; it can
+// never stop everyone from planning.
+func (s *Store) makePlanRoom(now time.Time) {
+	for h, p := range s.plans {
+		if p.ExpiresMS <= now.UnixMilli() {
+			delete(s.plans, h)
+		}
+	}
+	if len(s.plans) < s.opt.MaxPlans {
+		return
+	}
+	var oldest string
+	var at int64
+	for h, p := range s.plans {
+		if oldest == "" || p.CreatedMS < at || p.CreatedMS == at && h < oldest {
+			oldest, at = h, p.CreatedMS
+		}
+	}
+	delete(s.plans, oldest)
 }
