@@ -196,3 +196,24 @@ func FuzzParseProcCgroup(f *testing.F) {
 		}
 	})
 }
+
+// A runtime's create or start message that quotes the container's own
+// command line loses the quoted spans; other verbs' messages are kept.
+func TestContainerTextHidesTheCommand(t *testing.T) {
+	t.Parallel()
+	p := &cli{name: "runc"}
+	for _, tc := range []struct {
+		v        verb
+		in, want string
+	}{
+		{verbCreate, `unable to start container process: exec: "/nonexistent-ArgCanary99": stat /nonexistent-ArgCanary99: no such file`,
+			`unable to start container process: exec: the container's command could not be run`},
+		{verbStart, `cannot start "ArgCanary99`, `cannot start "…"`},
+		{verbCreate, `no quotes here`, `no quotes here`},
+		{verbDelete, `container "x" is running`, `container "x" is running`},
+	} {
+		if got := p.containerText(tc.v, tc.in); got != tc.want {
+			t.Errorf("%s %q: got %q, want %q", tc.v.name, tc.in, got, tc.want)
+		}
+	}
+}

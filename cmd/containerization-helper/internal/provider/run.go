@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"hostkit.dev/cmd/containerization-helper/internal/codec"
@@ -116,10 +117,47 @@ func (p *cli) text(s string) string {
 	return s
 }
 
+// containerText removes what a runtime quotes from the container's own
+// process (`exec: "/path/arg": stat ...`) from a create or start message:
+// the command line and environment are the caller's data and never appear
+// in an error (docs/containerization-helper.md). Every double-quoted
+// span becomes "…".
+func (p *cli) containerText(v verb, msg string) string {
+	if v.name != "create" && v.name != "start" {
+		return msg
+	}
+	if i := strings.Index(msg, "exec: "); i >= 0 {
+		// runc: `exec: "<argv0>": stat <argv0>: no such file or directory`
+		return msg[:i] + "exec: the container's command could not be run"
+	}
+	if !strings.Contains(msg, `"`) {
+		return msg
+	}
+	var b strings.Builder
+	in := false
+	for _, r := range msg {
+		switch {
+		case r == '"' && !in:
+			in = true
+			b.WriteString(`"…`)
+		case r == '"':
+			in = false
+			b.WriteByte('"')
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	if in {
+		b.WriteByte('"')
+	}
+	return b.String()
+}
+
 // failure builds the error for a runtime command that failed and that the
 // caller could not classify more precisely: CodeFailed with the runtime's
 // own message, retry after observe.
 func (p *cli) failure(v verb, id, msg string, cause error) error {
+	msg = p.containerText(v, msg)
 	text := p.name + " " + v.name
 	if id != "" {
 		text += " " + id
@@ -137,6 +175,7 @@ func (p *cli) failure(v verb, id, msg string, cause error) error {
 // classified builds a precise error (not found, exists, bad state) for a
 // failed command, keeping the runtime's message.
 func (p *cli) classified(code string, v verb, id, why, msg string, cause error) error {
+	msg = p.containerText(v, msg)
 	text := p.name + " " + v.name + " " + id + ": " + why
 	if msg != "" {
 		text += " (" + msg + ")"
