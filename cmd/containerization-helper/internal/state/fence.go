@@ -38,6 +38,10 @@ func (s *Store) AdvanceFence(instance string) (uint64, error) {
 	return n, err
 }
 
+// MaxFenceStep is how far ahead of an instance's recorded fence a
+// request's fence may be (an instance never fenced counts as 0).
+const MaxFenceStep = 1 << 16
+
 // CheckFence reports whether an op planned with fence n may still act on
 // instance: CodeFenceStale when the instance's fence has moved past n
 // (n below the current fence); n equal to or above it passes. It records
@@ -50,8 +54,15 @@ func (s *Store) checkFence(instance string, n uint64) error {
 	if !ValidUUID(instance) {
 		return wire.Errorf(CodeInvalid, "instance id is not a canonical UUID")
 	}
-	if cur := s.d.Fences[instance]; n < cur {
+	cur := s.d.Fences[instance]
+	if n < cur {
 		return &wire.Error{Code: CodeFenceStale, Msg: "the instance's fence moved since this op was planned; plan again", Retry: wire.RetryAfterObserve}
+	}
+	// A fence moves one generation at a time (a manager's restart); a
+	// jump far ahead (e.g. 2^64-1) would lock every later generation out
+	// for good.
+	if n-cur > MaxFenceStep {
+		return wire.Errorf(CodeInvalid, "fence %d is more than %d ahead of the instance's fence %d", n, MaxFenceStep, cur)
 	}
 	return nil
 }

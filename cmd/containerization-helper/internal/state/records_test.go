@@ -168,3 +168,20 @@ func TestRecovering(t *testing.T) {
 		isCode(t, s.PutContainer(bad), CodeInvalid)
 	}
 }
+
+// A fence far ahead of the recorded one is refused: one request must not
+// lock every later generation of an instance out.
+func TestFenceJumpBounded(t *testing.T) {
+	t.Parallel()
+	s := open(t, stateDir(t), Options{})
+	const inst = "0b6e3c1e-8f0a-4e0e-9d51-1f7a8b2c3d4e"
+	if err := s.CheckFence(inst, MaxFenceStep); err != nil {
+		t.Fatalf("a fence within the step: %v", err)
+	}
+	isCode(t, s.CheckFence(inst, ^uint64(0)), CodeInvalid)
+	isCode(t, s.RaiseFence(inst, ^uint64(0)), CodeInvalid)
+	if err := s.RaiseFence(inst, 3); err != nil {
+		t.Fatal(err)
+	}
+	isCode(t, s.CheckFence(inst, 2), CodeFenceStale)
+}
