@@ -165,7 +165,7 @@ func NewSelfCheck() (*SelfCheck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peerauth: own executable: %w", err)
 	}
-	return &SelfCheck{Path: path, SHA256: sum, key: keyOf(&st)}, nil
+	return &SelfCheck{Path: path, SHA256: sum, key: selfKey(&st)}, nil
 }
 
 // Check reports (as an error saying what changed) whether the binary at
@@ -186,8 +186,18 @@ func (s *SelfCheck) Check() error {
 		}
 		return fmt.Errorf("cannot stat %s: %w", s.Path, err)
 	}
-	if keyOf(&st) != s.key {
+	if selfKey(&st) != s.key {
 		return fmt.Errorf("binary %s was replaced", s.Path)
 	}
 	return nil
+}
+
+// selfKey is keyOf without ctime: the running binary cannot be written
+// (ETXTBSY), so only a new inode or a change of size or mtime means a new
+// binary, while ctime also moves on chmod, chown or a new hard link, which
+// must not make the helper exit.
+func selfKey(st *unix.Stat_t) fileKey {
+	k := keyOf(st)
+	k.ctimeNS = 0
+	return k
 }
