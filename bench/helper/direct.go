@@ -77,7 +77,7 @@ func (d *direct) runc(stdio *os.File, args ...string) error {
 
 // cycle writes the bundle (the template with this id's cgroup path), then
 // create, start and delete: with force, `delete --force`; without, the
-// helper's way (`kill id 9`, wait for the init to exit, `delete id`).
+// helper's way (`kill id 15`, wait for the init to exit, `delete id`).
 func (d *direct) cycle(ctx context.Context, force, trace bool) error {
 	t0 := time.Now()
 	id := "hkd-" + hexID()
@@ -129,7 +129,7 @@ func (d *direct) cycle(ctx context.Context, force, trace bool) error {
 	if force {
 		return d.runc(nil, "delete", "--force", id)
 	}
-	if err := d.runc(nil, "kill", id, "9"); err != nil {
+	if err := d.runc(nil, "kill", id, "15"); err != nil { // SIGTERM, as the helper's stop sends
 		return err
 	}
 	if err := waitExit(ctx, pid); err != nil {

@@ -112,7 +112,7 @@ func (h *helperProc) delete(ctx context.Context, id string) error {
 // With trace, it prints the time of each part.
 func (h *helperProc) cycle(ctx context.Context, img image, trace bool) error {
 	t0 := time.Now()
-	id, err := h.create(ctx, img, "/bin/sleep", "600")
+	id, err := h.create(ctx, img, benchCmd...)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@
 //  1. create+start+delete of a busybox container, alternating (a) runc
 //     directly — `create --bundle B --pid-file P id` with the console log
 //     as stdout and stderr, `start id`, then the helper's own delete:
-//     `kill id 9`, a wait for the init to exit, `delete id` — on a bundle
+//     `kill id 15` (SIGTERM, as the helper's stop), a wait for the init to exit, `delete id` — on a bundle
 //     prepared as the helper prepares its own (the config.json of a
 //     helper-made bundle, over the same read-only cached rootfs, apart
 //     from the cgroup path), (b) the same through the helper's socket with

@@ -321,7 +321,8 @@ func stopTimeout(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// pollEvery is how often a stop re-reads the container's state.
+// pollEvery is the longest a stop waits between reads of the container's
+// state.
 const pollEvery = 50 * time.Millisecond
 
 // stop sends SIGTERM to the container's init, waits up to timeout for it
@@ -348,8 +349,10 @@ func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) err
 func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Duration) (bool, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
+	// Most inits exit within milliseconds of their signal: poll at 2 ms
+	// first and back off to pollEvery, so a prompt exit is seen promptly
+	// and a slow one costs few state reads.
+	wait := 2 * time.Millisecond
 	for {
 		st, err := s.cfg.Runtime.State(ctx, id)
 		if err != nil {
@@ -363,8 +366,9 @@ func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Durati
 			return false, wire.Wrap(wire.CodeInternal, "stop ended with the op", context.Cause(ctx))
 		case <-t.C:
 			return false, nil
-		case <-tick.C:
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, pollEvery)
 	}
 }
 
