@@ -26,7 +26,8 @@ func containerCmd(g *globals) *ffcli.Command {
 		ShortHelp:  "drive containers through the containerization-helper",
 		LongHelp: "The helper is the only process that runs the OCI runtime. A mutation is two steps:\n" +
 			"`hostctl container plan --kind create --instance ID --image DIR --digest sha256:... -- CMD...`\n" +
-			"prints a plan hash and a container id; `hostctl container create --plan HASH --instance ID` carries it out.",
+			"prints a plan hash and a container id; `hostctl container create --plan HASH --instance ID --container CID` carries it out.\n" +
+			"Images: docs/containerization-helper.md, \"Quick start\", builds one with umoci.",
 		FlagSet: g.newFlagSet("container"),
 		Subcommands: []*ffcli.Command{containerNegotiateCmd(g), containerObserveCmd(g), containerImagesCmd(g),
 			containerPlanCmd(g), containerMutateCmd(g, api.KindCreate), containerMutateCmd(g, api.KindStart),
@@ -241,7 +242,7 @@ func containerPlanCmd(g *globals) *ffcli.Command {
 // retried command with the same --idem gets the same answer).
 func containerMutateCmd(g *globals, kind string) *ffcli.Command {
 	fs := g.newFlagSet("container " + kind)
-	plan := fs.String("plan", "", "plan hash from `hostctl container plan` (required)")
+	plan := fs.String("plan", "", "plan `HASH` from hostctl container plan (required)")
 	id := fs.String("container", "", "container id (as planned)")
 	idem := fs.String("idem", "", "idempotency key (default: a fresh random key)")
 	cf := addCtxFlags(fs)
@@ -251,8 +252,8 @@ func containerMutateCmd(g *globals, kind string) *ffcli.Command {
 		ShortHelp:  "carry out a " + kind + " plan (container." + kind + ")",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 || *plan == "" {
-				return usageError{"container " + kind + " wants --plan HASH and no arguments"}
+			if len(args) > 0 || *plan == "" || *id == "" {
+				return usageError{"container " + kind + " wants --plan HASH, --container ID (both from `hostctl container plan`) and no arguments"}
 			}
 			key := *idem
 			if key == "" {

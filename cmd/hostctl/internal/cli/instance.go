@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -144,6 +145,12 @@ func idCmd(g *globals, name, short string, fn func(ctx context.Context, c *api.C
 			if err != nil {
 				return err
 			}
+			if name == "stop" || name == "destroy" {
+				// A stop waits the instance's stop timeout (up to 300 s)
+				// before it kills: the call must outlive it, or the answer
+				// (and supervisord's audit "after" record) is cut off.
+				g.timeout = max(g.timeout, stopCallTimeout)
+			}
 			c, done, err := g.supervisord()
 			if err != nil {
 				return err
@@ -153,6 +160,10 @@ func idCmd(g *globals, name, short string, fn func(ctx context.Context, c *api.C
 		},
 	}
 }
+
+// stopCallTimeout is the least deadline of a stop or destroy call: the
+// longest stop timeout an instance may have, plus the kill and margin.
+const stopCallTimeout = api.MaxStopTimeoutMS*time.Millisecond + 30*time.Second
 
 // oneArg takes a single positional argument; flags may follow it.
 func oneArg(fs *flag.FlagSet, args []string, cmd, what string) (string, error) {
