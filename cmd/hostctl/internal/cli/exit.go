@@ -61,7 +61,7 @@ func exitCode(err error) int {
 // hints gives a one-line hint for codes where one helps.
 var hints = map[string]string{
 	wire.CodeUnavailable: "is the daemon running? check with `hostctl doctor` (and -root)",
-	wire.CodePeerDenied:  "your user holds no role for this op; see the daemon's -<role>-users flags",
+	wire.CodePeerDenied:  "your user holds no role for this op (see the daemon's -<role>-users flags), or, for the containerization-helper, this program is not on its executable allowlist (-allow-exe, -allow-exe-sha256)",
 }
 
 // printError writes `hostctl: <code>: <message>` and a hint line.
