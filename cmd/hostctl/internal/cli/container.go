@@ -295,16 +295,16 @@ func containerMutateCmd(g *globals, kind string) *ffcli.Command {
 	}
 }
 
-func containerLogsCmd(g *globals) *ffcli.Command {
-	fs := g.newFlagSet("container logs")
-	maxBytes := fs.Int64("max-bytes", 0, fmt.Sprintf("tail size in bytes (default %d, at most %d)", api.DefaultLogBytes, api.MaxLogBytes))
+// containerIDCmd is a command that takes one container id (flags may
+// follow it) and calls fn with a helper client.
+func containerIDCmd(g *globals, fs *flag.FlagSet, name, usage, short string, fn func(ctx context.Context, c *api.Client, id string) error) *ffcli.Command {
 	return &ffcli.Command{
-		Name:       "logs",
-		ShortUsage: "hostctl container logs [--max-bytes N] CONTAINER",
-		ShortHelp:  "the tail of an owned container's console log (stdout and stderr)",
+		Name:       name,
+		ShortUsage: usage,
+		ShortHelp:  short,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			id, err := oneArg(fs, args, "container logs", "a container id")
+			id, err := oneArg(fs, args, "container "+name, "a container id")
 			if err != nil {
 				return err
 			}
@@ -313,6 +313,17 @@ func containerLogsCmd(g *globals) *ffcli.Command {
 				return err
 			}
 			defer done()
+			return fn(ctx, c, id)
+		},
+	}
+}
+
+func containerLogsCmd(g *globals) *ffcli.Command {
+	fs := g.newFlagSet("container logs")
+	maxBytes := fs.Int64("max-bytes", 0, fmt.Sprintf("tail size in bytes (default %d, at most %d)", api.DefaultLogBytes, api.MaxLogBytes))
+	return containerIDCmd(g, fs, "logs", "hostctl container logs [--max-bytes N] CONTAINER",
+		"the tail of an owned container's console log (stdout and stderr)",
+		func(ctx context.Context, c *api.Client, id string) error {
 			out, err := c.Logs(ctx, &api.LogsRequest{ContainerID: id, MaxBytes: *maxBytes})
 			if err != nil {
 				return err
@@ -322,27 +333,13 @@ func containerLogsCmd(g *globals) *ffcli.Command {
 			}
 			_, err = g.stdout.Write(out.Data)
 			return err
-		},
-	}
+		})
 }
 
 func containerUsageCmd(g *globals) *ffcli.Command {
-	fs := g.newFlagSet("container usage")
-	return &ffcli.Command{
-		Name:       "usage",
-		ShortUsage: "hostctl container usage CONTAINER [--json]",
-		ShortHelp:  "one resource-usage sample of an owned container (CPU ns, memory bytes, pids)",
-		FlagSet:    fs,
-		Exec: func(ctx context.Context, args []string) error {
-			id, err := oneArg(fs, args, "container usage", "a container id")
-			if err != nil {
-				return err
-			}
-			c, done, err := g.helper()
-			if err != nil {
-				return err
-			}
-			defer done()
+	return containerIDCmd(g, g.newFlagSet("container usage"), "usage", "hostctl container usage CONTAINER [--json]",
+		"one resource-usage sample of an owned container (CPU ns, memory bytes, pids)",
+		func(ctx context.Context, c *api.Client, id string) error {
 			out, err := c.Usage(ctx, id)
 			if err != nil {
 				return err
@@ -353,6 +350,5 @@ func containerUsageCmd(g *globals) *ffcli.Command {
 			return table(g.stdout, []string{"CONTAINER", "STATUS", "CPU_NS", "MEMORY_BYTES", "PIDS"},
 				[][]string{{out.ContainerID, out.Status, strconv.FormatUint(out.CPUTotalNS, 10),
 					strconv.FormatUint(out.MemoryBytes, 10), strconv.FormatUint(out.Pids, 10)}})
-		},
-	}
+		})
 }
