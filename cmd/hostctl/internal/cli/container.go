@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 	api "hostkit.dev/lib/api/helperapi"
+	svapi "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/daemon"
 )
 
@@ -67,6 +69,9 @@ func addCtxFlags(fs *flag.FlagSet) ctxFlags {
 func (f ctxFlags) resolve(ctx context.Context, c *api.Client) (api.Context, error) {
 	if *f.instance == "" {
 		return api.Context{}, usageError{"--instance is required"}
+	}
+	if _, err := svapi.CanonicalID(*f.instance); err != nil || *f.instance != strings.ToLower(*f.instance) {
+		return api.Context{}, usageError{"--instance must be a lowercase UUID (e.g. from /proc/sys/kernel/random/uuid)"}
 	}
 	out := api.Context{InstanceID: *f.instance, ProjectID: *f.project, CapabilityDigest: *f.capDigest, Fence: *f.fence}
 	if out.ProjectID == "" || out.CapabilityDigest == "" {
@@ -204,8 +209,15 @@ func containerPlanCmd(g *globals) *ffcli.Command {
 		ShortHelp:  "confirm a mutation: prints the plan hash (and, for create, the container id the helper chose)",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if *kind == "" {
-				return usageError{"--kind is required"}
+			switch {
+			case *kind == "":
+				return usageError{"--kind is required (create, start, restart or delete)"}
+			case *kind == api.KindCreate && (*layout == "" || *digest == ""):
+				return usageError{"--kind create needs --image DIR and --digest sha256:..."}
+			case *kind == api.KindCreate && len(args) == 0:
+				return usageError{"--kind create needs the container's command after --"}
+			case *kind != api.KindCreate && *id == "":
+				return usageError{"--kind " + *kind + " needs --container ID"}
 			}
 			req := &api.PlanRequest{Kind: *kind, ContainerID: *id, Command: args, Env: env, Force: *force,
 				StopTimeoutMS: stopTimeout.Milliseconds()}

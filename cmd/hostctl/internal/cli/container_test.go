@@ -156,3 +156,26 @@ func TestContainerCommands(t *testing.T) {
 	code, _, _ = runCLI(append(r, "logs")...)
 	is.Equal(code, 2)
 }
+
+// Missing or malformed plan flags are usage errors (exit 2) that name the
+// flag, before any daemon is asked.
+func TestContainerPlanUsageErrors(t *testing.T) {
+	t.Parallel()
+	inst := svapi.NewID()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--instance", inst}, "--kind"},
+		{[]string{"--kind", "create", "--instance", inst, "--", "/bin/true"}, "--image"},
+		{[]string{"--kind", "create", "--instance", inst, "--image", "/x", "--digest", "sha256:00"}, "after --"},
+		{[]string{"--kind", "start", "--instance", inst}, "--container"},
+		{[]string{"--kind", "start", "--instance", "foo", "--container", "hk-0000000000000000"}, "--instance"},
+		{[]string{"--kind", "start", "--instance", strings.ToUpper(inst), "--container", "hk-0000000000000000"}, "--instance"},
+	} {
+		code, _, errOut := runCLI(append([]string{"-root", "/tmp/hk-none", "container", "plan"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("plan %v: exit %d, %q; want exit 2 naming %s", tc.args, code, errOut, tc.want)
+		}
+	}
+}
