@@ -28,26 +28,7 @@ func marshalLine(r Record) ([]byte, error) {
 	b = r.Time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","daemon":`...)
 	b = appendJSONString(b, r.Daemon)
-	b = append(b, `,"actor":{"uid":`...)
-	b = strconv.AppendInt(b, int64(r.Actor.UID), 10)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(r.Actor.PID), 10)
-	b = append(b, `},"op":`...)
-	b = appendJSONString(b, r.Op)
-	if r.Phase != "" {
-		b = append(b, `,"phase":`...)
-		b = appendJSONString(b, string(r.Phase))
-	}
-	b = append(b, `,"outcome":`...)
-	b = appendJSONString(b, string(r.Outcome))
-	if r.Code != "" {
-		b = append(b, `,"code":`...)
-		b = appendJSONString(b, r.Code)
-	}
-	if r.Corr != "" {
-		b = append(b, `,"corr":`...)
-		b = appendJSONString(b, r.Corr)
-	}
+	b = appendRecordCore(b, &r)
 	if len(r.Fields) > 0 {
 		b = append(b, `,"fields":`...)
 		b = appendJSONValue(b, r.Fields)
@@ -232,4 +213,32 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendRecordCore appends the fields between "daemon" and "fields" of
+// a record line (actor, op, phase, outcome, code, corr), in encoding/json's
+// order and escaping; both encoders (marshalLine and the typed-fields
+// path) share it so their lines stay byte-identical.
+func appendRecordCore(b []byte, r *Record) []byte {
+	b = append(b, `,"actor":{"uid":`...)
+	b = strconv.AppendInt(b, int64(r.Actor.UID), 10)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(r.Actor.PID), 10)
+	b = append(b, `},"op":`...)
+	b = appendJSONString(b, r.Op)
+	if r.Phase != "" {
+		b = append(b, `,"phase":`...)
+		b = appendJSONString(b, string(r.Phase))
+	}
+	b = append(b, `,"outcome":`...)
+	b = appendJSONString(b, string(r.Outcome))
+	if r.Code != "" {
+		b = append(b, `,"code":`...)
+		b = appendJSONString(b, r.Code)
+	}
+	if r.Corr != "" {
+		b = append(b, `,"corr":`...)
+		b = appendJSONString(b, r.Corr)
+	}
+	return b
 }

@@ -68,26 +68,7 @@ func (l *Log) appendTail(b []byte, r *Record, beforeSeq uint64) (_ []byte, ok bo
 
 	b = append(b, `,"daemon":`...)
 	b = appendJSONString(b, l.opts.Daemon)
-	b = append(b, `,"actor":{"uid":`...)
-	b = strconv.AppendInt(b, int64(r.Actor.UID), 10)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(r.Actor.PID), 10)
-	b = append(b, `},"op":`...)
-	b = appendJSONString(b, r.Op)
-	if r.Phase != "" {
-		b = append(b, `,"phase":`...)
-		b = appendJSONString(b, string(r.Phase))
-	}
-	b = append(b, `,"outcome":`...)
-	b = appendJSONString(b, string(r.Outcome))
-	if r.Code != "" {
-		b = append(b, `,"code":`...)
-		b = appendJSONString(b, r.Code)
-	}
-	if r.Corr != "" {
-		b = append(b, `,"corr":`...)
-		b = appendJSONString(b, r.Corr)
-	}
+	b = appendRecordCore(b, r)
 	if len(fs) == 0 {
 		return b, true
 	}

@@ -315,18 +315,7 @@ func containerIDCmd(g *globals, fs *flag.FlagSet, name, usage, short string, fn 
 		ShortUsage: usage,
 		ShortHelp:  short,
 		FlagSet:    fs,
-		Exec: func(ctx context.Context, args []string) error {
-			id, err := oneArg(fs, args, "container "+name, "a container id")
-			if err != nil {
-				return err
-			}
-			c, done, err := g.helper()
-			if err != nil {
-				return err
-			}
-			defer done()
-			return fn(ctx, c, id)
-		},
+		Exec:       idExec(fs, "container "+name, "a container id", g.helper, fn),
 	}
 }
 

@@ -134,31 +134,45 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 
 // idCmd is a command that takes one instance ID and calls fn.
 func idCmd(g *globals, name, short string, fn func(ctx context.Context, c *api.Client, id string) error) *ffcli.Command {
+	return idCmdDial(g, name, short, g.supervisord, fn)
+}
+
+// idCmdDial is idCmd with the client from dial.
+func idCmdDial(g *globals, name, short string, dial func() (*api.Client, func(), error), fn func(ctx context.Context, c *api.Client, id string) error) *ffcli.Command {
 	fs := g.newFlagSet("instance " + name)
 	return &ffcli.Command{
 		Name:       name,
 		ShortUsage: "hostctl instance " + name + " ID [--json]",
 		ShortHelp:  short,
 		FlagSet:    fs,
-		Exec: func(ctx context.Context, args []string) error {
-			id, err := oneArg(fs, args, "instance "+name, "an instance ID")
-			if err != nil {
-				return err
-			}
-			if name == "stop" || name == "destroy" {
-				// A stop waits the instance's stop timeout (up to 300 s)
-				// before it kills: the call must outlive it, or the answer
-				// (and supervisord's audit "after" record) is cut off.
-				g.timeout = max(g.timeout, stopCallTimeout)
-			}
-			c, done, err := g.supervisord()
-			if err != nil {
-				return err
-			}
-			defer done()
-			return fn(ctx, c, id)
-		},
+		Exec:       idExec(fs, "instance "+name, "an instance ID", dial, fn),
 	}
+}
+
+// idExec is the Exec of a command that takes one id (flags may follow
+// it): it dials with dial and calls fn.
+func idExec[C any](fs *flag.FlagSet, cmd, what string, dial func() (C, func(), error), fn func(ctx context.Context, c C, id string) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		id, err := oneArg(fs, args, cmd, what)
+		if err != nil {
+			return err
+		}
+		c, done, err := dial()
+		if err != nil {
+			return err
+		}
+		defer done()
+		return fn(ctx, c, id)
+	}
+}
+
+// stopDial is supervisord's client for stop and destroy: a stop waits the
+// instance's stop timeout (up to 300 s) before it kills, so the call must
+// outlive it, or the answer (and supervisord's audit "after" record) is
+// cut off.
+func (g *globals) stopDial() (*api.Client, func(), error) {
+	g.timeout = max(g.timeout, stopCallTimeout)
+	return g.supervisord()
 }
 
 // stopCallTimeout is the least deadline of a stop or destroy call: the
@@ -190,7 +204,7 @@ func instanceStatusCmd(g *globals) *ffcli.Command {
 }
 
 func instanceStopCmd(g *globals) *ffcli.Command {
-	return idCmd(g, "stop", "stop an instance's whole process tree (SIGTERM, then kill)", func(ctx context.Context, c *api.Client, id string) error {
+	return idCmdDial(g, "stop", "stop an instance's whole process tree (SIGTERM, then kill)", g.stopDial, func(ctx context.Context, c *api.Client, id string) error {
 		in, err := c.Stop(ctx, id)
 		if err != nil {
 			return err
@@ -200,7 +214,7 @@ func instanceStopCmd(g *globals) *ffcli.Command {
 }
 
 func instanceDestroyCmd(g *globals) *ffcli.Command {
-	return idCmd(g, "destroy", "stop an instance and remove its directory", func(ctx context.Context, c *api.Client, id string) error {
+	return idCmdDial(g, "destroy", "stop an instance and remove its directory", g.stopDial, func(ctx context.Context, c *api.Client, id string) error {
 		if err := c.Destroy(ctx, id); err != nil {
 			return err
 		}
