@@ -22,10 +22,10 @@
 //   - the pinned working directory still exists (CodeWorkDirInvalid).
 //
 // Then it runs the program (Linux only; elsewhere CodePlatformUnsupported):
-// stdin is /dev/null; stdout and stderr are unnamed temporary files
-// (O_TMPFILE|O_EXCL, or create+unlink) in the Runner's private 0700
-// directory (made once, reused, re-checked by descriptor at every run,
-// removed by Close), read back after exit up to their limits — or, for a
+// stdin is /dev/null; stdout and stderr are anonymous memory files
+// (memfd_create(2), no name in any file system), each sized to just past
+// its limit and sealed there (F_SEAL_GROW), so a child can never make the
+// runner hold more than that, read back after exit up to their limits — or, for a
 // stream the spec gives its own file (CommandSpec.Stdout/Stderr: an open
 // regular file opened O_APPEND, which is how a container's console log
 // reaches runc), that file as it is, neither read back nor limited nor
@@ -89,7 +89,7 @@ const (
 	// was killed and the output is truncated at the limit.
 	CodeOutputOverflow = "procexec.output_overflow"
 	// CodePlatformUnsupported: this platform lacks what the runner needs
-	// (process-group kill with /proc, O_TMPFILE, /proc/self/fd).
+	// (process-group kill with /proc, memfd_create, /proc/self/fd).
 	CodePlatformUnsupported = "procexec.platform_unsupported"
 	// CodeTimeout: the spec's timeout passed; the group was killed.
 	CodeTimeout = "procexec.timeout"

@@ -24,7 +24,8 @@ const (
 // execute runs a prepared spec (Linux).
 func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 	spec := p.spec
-	stdout, stderr, err := r.out.files(spec.Stdout == nil, spec.Stderr == nil)
+	outLimit, errLimit := limit(spec.StdoutLimit), limit(spec.StderrLimit)
+	stdout, stderr, err := outputFiles(spec.Stdout == nil, spec.Stderr == nil, outLimit, errLimit)
 	if err != nil {
 		return nil, wire.Wrap(CodeExecFailed, r.text(spec.Purpose)+": cannot create output files", err)
 	}
@@ -87,7 +88,6 @@ func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 
 	timer := time.AfterFunc(spec.timeout(), func() { g.kill(CodeTimeout) })
 	stopCtx := context.AfterFunc(ctx, func() { g.kill(CodeCancelled) })
-	outLimit, errLimit := limit(spec.StdoutLimit), limit(spec.StderrLimit)
 	exited := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -175,33 +175,20 @@ func watch(exited <-chan struct{}, g *group, stdout, stderr *os.File, outLimit, 
 			return
 		case <-t.C:
 		}
-		if size(stdout) > outLimit || size(stderr) > errLimit {
+		if written(stdout) > outLimit || written(stderr) > errLimit {
 			g.kill(CodeOutputOverflow)
 			return
 		}
 	}
 }
 
-// size returns f's size, or 0 when it cannot be read or f is nil (a
-// caller-supplied file: neither read nor watched).
-func size(f *os.File) int64 {
-	if f == nil {
-		return 0
-	}
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return 0
-	}
-	return st.Size
-}
-
-// readBounded returns at most limit bytes from the start of f and f's size.
-// A nil f (a caller-supplied file) gives nothing.
+// readBounded returns at most limit bytes from the start of f and how many
+// the child wrote. A nil f (a caller-supplied file) gives nothing.
 func readBounded(f *os.File, limit int64) ([]byte, int64, error) {
 	if f == nil {
 		return nil, 0, nil
 	}
-	n := size(f)
+	n := written(f)
 	buf := make([]byte, min(n, limit))
 	m, err := f.ReadAt(buf, 0)
 	if err != nil && m != len(buf) {

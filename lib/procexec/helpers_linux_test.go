@@ -58,7 +58,6 @@ func newTestRunner(t *testing.T, sc *redact.Scrubber) (*Runner, *syncBuffer) {
 		Policy:   p,
 		Logger:   slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Scrubber: sc,
-		TempDir:  t.TempDir(),
 	})
 	if err != nil {
 		t.Fatalf("NewRunner: %v", err)

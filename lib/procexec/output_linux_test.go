@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -144,51 +145,17 @@ func TestCallerOutputFilesRefused(t *testing.T) {
 	}
 }
 
-// The Runner makes one private output directory and reuses it; one that
-// disappears is made again; Close removes it.
-func TestOutputDirReused(t *testing.T) {
+// The runner's output files are anonymous memory files: no name in any
+// file system, nothing left behind, and a size capped just past the limit.
+func TestOutputFilesAnonymous(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	p, err := NewPolicy(testRules, testMutations)
+	r, _ := newTestRunner(t, nil)
+	res, err := r.Run(context.Background(), sh(`readlink /proc/self/fd/1; readlink /proc/self/fd/2 >&2; stat -L -c %s /proc/self/fd/1`))
 	is.NoErr(err)
-	parent := t.TempDir()
-	r, err := NewRunner(Config{Policy: p, TempDir: parent})
-	is.NoErr(err)
-	dirs := func() []string {
-		m, err := filepath.Glob(filepath.Join(parent, "hk-procexec-*"))
-		is.NoErr(err)
-		return m
-	}
-	is.Equal(len(dirs()), 0) // made at the first run, not before
-	for i := 0; i < 3; i++ {
-		res, err := r.Run(context.Background(), sh(`echo run`))
-		is.NoErr(err)
-		is.Equal(string(res.Stdout), "run\n")
-	}
-	first := dirs()
-	is.Equal(len(first), 1)
-	fi, err := os.Lstat(first[0])
-	is.NoErr(err)
-	is.Equal(fi.Mode().Perm(), os.FileMode(0o700))
-	ents, err := os.ReadDir(first[0])
-	is.NoErr(err)
-	is.Equal(len(ents), 0) // the output files never had names
-
-	is.NoErr(os.Remove(first[0])) // gone behind the runner's back
-	res, err := r.Run(context.Background(), sh(`echo again`))
-	is.NoErr(err)
-	is.Equal(string(res.Stdout), "again\n")
-	second := dirs()
-	is.Equal(len(second), 1)
-
-	is.NoErr(os.Chmod(second[0], 0o755)) // no longer private: not used again
-	_, err = r.Run(context.Background(), sh(`true`))
-	is.NoErr(err)
-	third := dirs()
-	is.Equal(len(third), 1)
-	is.True(third[0] != second[0])
-
-	is.NoErr(r.Close())
-	is.Equal(len(dirs()), 0)
-	is.NoErr(r.Close())
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	is.Equal(len(lines), 2)
+	is.Equal(lines[0], "/memfd:hk-procexec-out (deleted)")
+	is.Equal(strings.TrimSpace(string(res.Stderr)), "/memfd:hk-procexec-out (deleted)")
+	is.Equal(lines[1], strconv.FormatInt(outputCap(DefaultOutputLimit), 10)) // sized once, sealed
 }

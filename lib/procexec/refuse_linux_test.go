@@ -208,7 +208,7 @@ func TestResolve(t *testing.T) {
 		is := is.New(t)
 		p, err := NewPolicy([]Rule{{Executable: okExe, Args: []string{AnyArg}, Class: ClassReadOnly}}, nil)
 		is.NoErr(err)
-		r, err := NewRunner(Config{Policy: p, TempDir: t.TempDir()})
+		r, err := NewRunner(Config{Policy: p})
 		is.NoErr(err)
 		marker := filepath.Join(t.TempDir(), "ran")
 		res, err := r.Run(context.Background(), &CommandSpec{Executable: okExe, Args: []string{marker}, Class: ClassReadOnly, Purpose: "safe touch"})

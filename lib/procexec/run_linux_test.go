@@ -128,6 +128,8 @@ func TestOutputOverflow(t *testing.T) {
 		{"stderr, finished", `yes | head -c 10M >&2`, false},
 		{"stdout, endless: the watcher kills", `yes`, true},
 		{"stderr, endless, with children", `sleep 100 & yes >&2`, false},
+		{"stdout, one write far past the cap", `yes | head -c 100000 | dd bs=100000 iflag=fullblock 2>/dev/null`, true},
+		{"stdout, one byte over", `yes | head -c 1025`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,10 +149,25 @@ func TestOutputOverflow(t *testing.T) {
 			is.Equal(len(out), 1024)
 			is.True(size > 1024)
 			is.Equal(string(out[:4]), "y\ny\n")
+			is.True(size <= outputCap(1024)) // the sealed file held no more
 			is.True(time.Since(begin) < 30*time.Second)
 			assertGroupGone(t, res.Pid)
 		})
 	}
+}
+
+// Output exactly at the limit is whole and not an overflow.
+func TestOutputAtLimit(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	r, _ := newTestRunner(t, nil)
+	spec := sh(`yes | head -c 1024; yes | head -c 1024 >&2`)
+	spec.StdoutLimit, spec.StderrLimit = 1024, 1024
+	res, err := r.Run(context.Background(), spec)
+	is.NoErr(err)
+	is.Equal(len(res.Stdout), 1024)
+	is.Equal(res.StdoutSize, int64(1024))
+	is.Equal(res.StderrSize, int64(1024))
 }
 
 // The child's environment is exactly the given list.
@@ -233,7 +250,7 @@ func TestRuncVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runc must be installed at /usr/sbin/runc (scripts/setup): %v", err)
 	}
-	r, err := NewRunner(Config{Policy: p, TempDir: t.TempDir()})
+	r, err := NewRunner(Config{Policy: p})
 	is.NoErr(err)
 	res, err := r.Run(context.Background(), &CommandSpec{
 		Executable: "/usr/sbin/runc", Args: []string{"--version"}, Class: ClassReadOnly, Purpose: "runc version",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"hostkit.dev/lib/redact"
@@ -39,10 +38,6 @@ type Config struct {
 	// Scrubber, when set, removes registered secret values from arguments,
 	// output tails, messages and logs (after redact.String).
 	Scrubber *redact.Scrubber
-	// TempDir is where the Runner makes its private 0700 output directory
-	// (once, at the first run, and again only if it disappears); ""
-	// means os.TempDir(). Close removes it.
-	TempDir string
 }
 
 // Runner runs CommandSpecs. It is safe for concurrent use.
@@ -50,7 +45,6 @@ type Runner struct {
 	policy *Policy
 	log    *slog.Logger
 	scrub  *redact.Scrubber
-	out    *outDir
 }
 
 // NewRunner returns a Runner; a nil Policy is CodeInvalidSpec.
@@ -58,21 +52,12 @@ func NewRunner(c Config) (*Runner, error) {
 	if c.Policy == nil {
 		return nil, wire.Errorf(CodeInvalidSpec, "a runner needs a policy")
 	}
-	parent := c.TempDir
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	r := &Runner{policy: c.Policy, log: c.Logger, scrub: c.Scrubber, out: &outDir{parent: parent}}
+	r := &Runner{policy: c.Policy, log: c.Logger, scrub: c.Scrubber}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return r, nil
 }
-
-// Close removes the Runner's private output directory (the unnamed output
-// files of runs under way are not affected). Runs after Close make a new
-// one, so Close belongs with the Runner's owner shutting down. Idempotent.
-func (r *Runner) Close() error { return r.out.close() }
 
 // Result is what a started program did. Stdout and Stderr are the raw bytes,
 // at most the spec's limits, for the caller's decoder: never log them; log
@@ -86,7 +71,8 @@ type Result struct {
 	ExitCode int
 	Signal   string
 	// Stdout and Stderr hold the output, truncated at the limits;
-	// StdoutSize and StderrSize count every byte written.
+	// StdoutSize and StderrSize count the bytes written, up to a little
+	// past the limit (the output files are capped there: see Run).
 	Stdout, Stderr         []byte
 	StdoutSize, StderrSize int64
 	// Duration runs from the start to the leader's exit.

@@ -46,9 +46,6 @@ type Config struct {
 	// Scrubber, when set, removes registered secret values from argv,
 	// messages and logs.
 	Scrubber *redact.Scrubber
-	// TempDir is where procexec makes its private output directories; ""
-	// means os.TempDir().
-	TempDir string
 }
 
 // cli is a RuntimeProvider over runc or crun.
@@ -145,7 +142,7 @@ func New(name string, cfg Config) (RuntimeProvider, error) {
 	if err != nil {
 		return nil, wire.Wrap(CodeUnavailable, name+": cannot build the command policy", err)
 	}
-	p.runner, err = procexec.NewRunner(procexec.Config{Policy: pol, Logger: cfg.Logger, Scrubber: cfg.Scrubber, TempDir: cfg.TempDir})
+	p.runner, err = procexec.NewRunner(procexec.Config{Policy: pol, Logger: cfg.Logger, Scrubber: cfg.Scrubber})
 	if err != nil {
 		return nil, wire.Wrap(CodeUnavailable, name+": cannot build the process runner", err)
 	}
@@ -214,7 +211,3 @@ func (p *cli) negotiated(ctx context.Context) (codec.Codec, error) {
 	defer p.mu.Unlock()
 	return p.codec, nil
 }
-
-// Close releases the provider's process runner (its private output
-// directory). The provider may not be used afterwards.
-func (p *cli) Close() error { return p.runner.Close() }

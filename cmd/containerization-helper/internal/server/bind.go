@@ -95,13 +95,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		store.Close()
 		return nil, err
 	}
-	s.closer = func() error {
-		runner.Close()
-		if c, ok := rt.(interface{ Close() error }); ok {
-			c.Close()
-		}
-		return store.Close()
-	}
+	s.closer = store.Close
 	if err := s.Recover(ctx); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("server.Open: recover: %w", err)
