@@ -27,8 +27,20 @@ type Credential struct {
 	Template    string          // header targets: "{}" placed once; "" = "{}"
 	Overwrite   bool            // header targets: replace an existing header
 	Placeholder string          // hkp_...; safe to show
+	placed      string          // header targets: Template rendered with Placeholder (PlacedHeader)
 	value       redact.Secret
 	unregister  func()
+}
+
+// PlacedHeader returns, for a header target, the value its header holds
+// when the placeholder sits there: Template rendered with Placeholder
+// (rendered once, when the credential was consumed). Errors: those of
+// inject.Render.
+func (c *Credential) PlacedHeader() (string, error) {
+	if c.placed != "" {
+		return c.placed, nil
+	}
+	return inject.Render(c.Template, []byte(c.Placeholder))
 }
 
 // Value returns the raw value. Call it only inside Bundle.Use; do not keep

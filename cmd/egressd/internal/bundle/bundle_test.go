@@ -9,6 +9,7 @@ import (
 
 	"github.com/matryer/is"
 
+	"hostkit.dev/cmd/egressd/internal/inject"
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/api/secretdapi"
 	"hostkit.dev/lib/netguard"
@@ -61,6 +62,11 @@ func register(r *Registry, inv string, handles ...string) (*Bundle, error) {
 	return r.Register(context.Background(), req)
 }
 
+func (c *Credential) placedOrRender() string {
+	s, _ := c.PlacedHeader()
+	return s
+}
+
 func TestRegisterAndDrop(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -72,6 +78,9 @@ func TestRegisterAndDrop(t *testing.T) {
 	is.True(b.CheckToken(token))
 	is.True(!b.CheckToken(token[:42] + "B"))
 	is.True(r.Holds([]byte(canary)))
+	is.True(r.HoldsString(canary))
+	is.True(!r.HoldsString(canary[1:] + "x")) // same length, another value
+	is.True(!r.HoldsString(canary + "x"))
 	is.Equal(sc.Scrub("x "+canary), "x "+redact.Redacted)
 	o, _ := netguard.ParseOrigin("https://api.test")
 	is.True(b.Allows(o, "DELETE"))
@@ -81,6 +90,12 @@ func TestRegisterAndDrop(t *testing.T) {
 	var cred *Credential
 	is.NoErr(b.Use(func(cs []*Credential) error { cred = cs[0]; return nil }))
 	is.Equal(string(cred.Value()), canary)
+	placed, err := cred.PlacedHeader() // rendered once, at consumption
+	is.NoErr(err)
+	want, err := inject.Render(cred.Template, []byte(cred.Placeholder))
+	is.NoErr(err)
+	is.Equal(placed, want)
+	is.Equal((&Credential{Template: "Token {}", Placeholder: "hkp_x"}).placedOrRender(), "Token hkp_x") // not consumed: rendered when asked
 
 	_, err = register(r, "inv-1")
 	is.Equal(wire.CodeOf(err), egressdapi.CodeBundleExists)
@@ -88,6 +103,7 @@ func TestRegisterAndDrop(t *testing.T) {
 	is.NoErr(r.Drop("inv-1"))
 	is.Equal(cred.Value(), nil) // zeroed
 	is.True(!r.Holds([]byte(canary)))
+	is.True(!r.HoldsString(canary))
 	is.Equal(sc.Scrub(canary), canary) // unregistered
 	is.Equal(wire.CodeOf(b.Use(func([]*Credential) error { return nil })), egressdapi.CodeBundleUnknown)
 	is.Equal(wire.CodeOf(r.Drop("inv-1")), egressdapi.CodeBundleUnknown)

@@ -81,8 +81,12 @@ func credential(l *secretdapi.Lease, handle []byte) (*Credential, string) {
 	if !placeholderRE.MatchString(l.Placeholder) {
 		return nil, "a placeholder is malformed"
 	}
-	return &Credential{
+	c := &Credential{
 		Name: l.Credential, Destination: dest, Target: tgt, Template: l.Template,
 		Overwrite: l.Overwrite, Placeholder: l.Placeholder, value: redact.NewSecret(l.Value),
-	}, ""
+	}
+	if tgt.Kind == inject.KindHeader {
+		c.placed, _ = inject.Render(l.Template, []byte(l.Placeholder)) // the template was checked above
+	}
+	return c, ""
 }

@@ -183,6 +183,15 @@ func (r *Registry) Holds(v []byte) bool {
 	return r.held[k] > 0
 }
 
+// HoldsString is Holds for a string: a string whose length no held value
+// has is answered without a copy.
+func (r *Registry) HoldsString(v string) bool {
+	if l := r.heldLens.Load(); l == nil || !l.lens[len(v)] {
+		return false
+	}
+	return r.Holds([]byte(v))
+}
+
 // publishLens publishes the lengths of the held values; r.mu is held.
 func (r *Registry) publishLens() {
 	h := &heldLengths{lens: make(map[int]bool, len(r.lens))}

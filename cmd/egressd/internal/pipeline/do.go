@@ -61,8 +61,12 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
+	d.creds = d.credBuf[:0]
 	for _, c := range attach {
 		d.creds = append(d.creds, c.Name)
+	}
+	if len(d.creds) > 0 {
+		d.credsVal = slog.AnyValue(d.creds) // boxed once for both records
 	}
 	d.bytesOut = p.RequestBytes(sent)
 	pair, err := p.cfg.Audit.Begin(ctx, d.record(audit.OutcomePending, ""))
@@ -116,6 +120,8 @@ type decision struct {
 	address  string // route.Addr, formatted once
 	owners   []uint32
 	creds    []string
+	credsVal slog.Value // creds, boxed (attrs)
+	credBuf  [2]string  // creds' storage for the usual one or two
 	status   int
 	bytesOut uint64
 	bytesIn  uint64
@@ -156,7 +162,7 @@ func (d *decision) attrs() []slog.Attr {
 		a = append(a, slog.String(KeyAddress, d.address))
 	}
 	if len(d.creds) > 0 {
-		a = append(a, slog.Any(KeyCredentials, d.creds))
+		a = append(a, slog.Attr{Key: KeyCredentials, Value: d.credsVal})
 	}
 	a = append(a, slog.Uint64(KeyBytesIn, d.bytesIn), slog.Uint64(KeyBytesOut, d.bytesOut),
 		slog.Int64(KeyDurationMS, time.Since(d.start).Milliseconds()), slog.String(KeyInvocation, d.in.Invocation))

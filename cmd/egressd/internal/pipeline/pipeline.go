@@ -76,7 +76,7 @@ func New(cfg Config) *Pipeline {
 		cfg.UserAgent = "hostkit-egressd"
 	}
 	p := &Pipeline{cfg: cfg, strip: map[string]bool{}}
-	p.scan = scan.Scanner{Scrubber: cfg.Registry.Scrubber(), Holds: cfg.Registry.Holds}
+	p.scan = scan.Scanner{Scrubber: cfg.Registry.Scrubber(), Holds: cfg.Registry.Holds, HoldsString: cfg.Registry.HoldsString}
 	for _, h := range cfg.StripResponse {
 		p.strip[canonical(h)] = true
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -45,8 +45,7 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	req = req.WithContext(ctx)
-	resp, err := p.cfg.Transport.RoundTrip(req, rec.OriginString(), r)
+	resp, err := p.cfg.Transport.RoundTripContext(ctx, req, rec.OriginString(), r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,20 +78,22 @@ func readBody(resp *http.Response, max int) ([]byte, error) {
 	if cl < 0 || cl > int64(max) {
 		return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 	}
-	buf := make([]byte, cl)
+	// One byte more than announced, for the probe past the end (a
+	// separate array would escape through the interface call).
+	buf := make([]byte, cl, cl+1)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
 		return nil, err
 	}
-	var one [1]byte
-	n, err := resp.Body.Read(one[:])
+	n, err := resp.Body.Read(buf[cl : cl+1])
 	if n == 0 && err == io.EOF {
 		return buf, nil // the usual end: net/http stops at Content-Length
 	}
 	if err != nil && err != io.EOF {
 		return nil, err
 	}
+	buf = buf[:cl+int64(n)]
 	rest, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)-cl))
-	return append(append(buf, one[:n]...), rest...), err
+	return append(buf, rest...), err
 }
 
 // RequestBytes is what network_egress_bytes counts for rec: the request
@@ -151,21 +152,20 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	}
 	sc := p.cfg.Registry.Scrubber()
 	out := &Output{Status: resp.StatusCode, Body: sc.ScrubBytes(body)}
-	names := make([]string, 0, len(h))
 	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	out.Header = make([]request.Field, 0, n)
 	for k, vs := range h {
 		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) && !p.heldInName(k) {
-			names = append(names, k)
-			n += len(vs)
+			for _, v := range vs {
+				out.Header = append(out.Header, request.Field{Name: k, Value: sc.Scrub(v)})
+			}
 		}
 	}
-	sort.Strings(names)
-	out.Header = make([]request.Field, 0, n)
-	for _, k := range names {
-		for _, v := range h[k] {
-			out.Header = append(out.Header, request.Field{Name: k, Value: sc.Scrub(v)})
-		}
-	}
+	// By name; a stable sort keeps the values of one name in their order.
+	slices.SortStableFunc(out.Header, func(a, b request.Field) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -35,15 +36,30 @@ func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.
 	if err := p.scan.Manual(rec); err != nil {
 		return nil, err
 	}
-	// The scratch copy is made only when some credential could be placed:
-	// a request with no candidate (most traffic of a bundle without
-	// credentials, or to another origin) is searched as it is.
+	// The search runs on rec without its placements. A header placement
+	// removes the whole field (its one value is the placement), which the
+	// search then skips by name (placed), without a copy of rec; the other
+	// kinds change a value in place, on a scratch copy made only when one
+	// could be placed. A request with no candidate (most traffic of a
+	// bundle without credentials, or to another origin) is searched as it
+	// is.
 	scratch := rec
+	var placedBuf [2]string
+	placed := placedBuf[:0] // header names removed from the search
 	var attach []*bundle.Credential
 	err := b.Use(func(creds []*bundle.Credential) error {
 		o, secure := rec.Origin(), secureScheme(rec)
 		for _, c := range creds {
 			if c.Destination != o || !secure {
+				continue
+			}
+			if c.Target.Kind == inject.KindHeader {
+				// Headers are not changed by the other kinds' removals, so
+				// scratch's are rec's less the names in placed.
+				if !slices.Contains(placed, c.Target.Name) && headerPlacement(rec, c) {
+					placed = append(placed, c.Target.Name)
+					attach = append(attach, c)
+				}
 				continue
 			}
 			if scratch == rec {
@@ -58,10 +74,19 @@ func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.
 	if err != nil {
 		return nil, err
 	}
-	if p.knownPlaceholder(scratch) {
+	if p.knownPlaceholder(scratch, placed) {
 		return nil, errMisuse()
 	}
 	return attach, nil
+}
+
+// headerPlacement reports whether rec's header c.Target.Name holds
+// exactly one value, c's template rendered with its placeholder: the
+// placement removePlacement would remove.
+func headerPlacement(rec *request.Record, c *bundle.Credential) bool {
+	want, err := c.PlacedHeader()
+	vs := rec.Header[c.Target.Name]
+	return err == nil && len(vs) == 1 && vs[0] == want
 }
 
 func secureScheme(rec *request.Record) bool {
@@ -74,8 +99,7 @@ func removePlacement(rec *request.Record, c *bundle.Credential) bool {
 	ph := c.Placeholder
 	switch c.Target.Kind {
 	case inject.KindHeader:
-		want, err := inject.Render(c.Template, []byte(ph))
-		if vs := rec.Header[c.Target.Name]; err != nil || len(vs) != 1 || vs[0] != want {
+		if !headerPlacement(rec, c) {
 			return false
 		}
 		delete(rec.Header, c.Target.Name)
@@ -110,8 +134,9 @@ func removePlacement(rec *request.Record, c *bundle.Credential) bool {
 
 // knownPlaceholder reports whether rec's target (and its percent-decoded
 // forms), header names and values, or body hold a placeholder of any
-// registered invocation.
-func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
+// registered invocation. The headers named in skip (placements, which
+// Placements removed) are left out.
+func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
 	known := func(s string) bool {
 		// Placeholders are lowercase; a case-changed copy (a canonicalized
 		// header name, an upper-cased value) is still that placeholder.
@@ -133,6 +158,9 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record) bool {
 		}
 	}
 	for name, vs := range rec.Header {
+		if slices.Contains(skip, name) {
+			continue
+		}
 		if known(name) {
 			return true
 		}
@@ -182,7 +210,9 @@ func (p *Pipeline) Substitute(b *bundle.Bundle, rec *request.Record, attach []*b
 }
 
 func substituteOne(rec *request.Record, c *bundle.Credential) error {
-	failed := wire.Errorf(egressdapi.CodeInjectionFailed, "the placeholder moved before substitution")
+	failed := func() error { // made only when it happens (Errorf formats)
+		return wire.Errorf(egressdapi.CodeInjectionFailed, "the placeholder moved before substitution")
+	}
 	switch c.Target.Kind {
 	case inject.KindHeader:
 		v, err := inject.Render(c.Template, c.Value())
@@ -196,13 +226,13 @@ func substituteOne(rec *request.Record, c *bundle.Credential) error {
 	case inject.KindQuery:
 		q, ok := inject.ReplaceQueryValue(rec.Query, c.Target.Name, c.Placeholder, c.Value())
 		if !ok {
-			return failed
+			return failed()
 		}
 		rec.Query = q
 	case inject.KindPath:
 		path, n := inject.ReplacePathSegment(rec.Path, c.Placeholder, c.Value())
 		if n != 1 {
-			return failed
+			return failed()
 		}
 		rec.Path = path
 	case inject.KindBody:
@@ -212,7 +242,7 @@ func substituteOne(rec *request.Record, c *bundle.Credential) error {
 		}
 		rec.Body = body
 	default:
-		return failed
+		return failed()
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,8 @@ type conn struct {
 	authHeader, authUser, authTok string
 
 	rdl, wdl time.Time // the read and write deadlines set on c (readBy, writeBy)
+
+	fieldBuf []request.Field // the last request's header fields' storage (handle)
 }
 
 // deadlineSlack is how much earlier than asked a deadline may fall, at
@@ -80,15 +83,23 @@ type tunnel struct {
 	b    *bundle.Bundle
 	host string // canonical
 	port uint16
+	auth string // host[:port], the port left out when 443 (authority)
+	base string // "https://" + auth, the prefix of every origin-form target
 }
 
-func (t *tunnel) authority() string {
-	o := netguard.Origin{Scheme: netguard.SchemeHTTPS, Host: t.host, Port: t.port}
-	if t.port == netguard.DefaultPort(netguard.SchemeHTTPS) {
-		o.Port = 0
+func newTunnel(b *bundle.Bundle, host string, port uint16) *tunnel {
+	t := &tunnel{b: b, host: host, port: port}
+	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
+		port = 0
 	}
-	return netguard.JoinHostPort(o.Host, o.Port)
+	t.auth = netguard.JoinHostPort(host, port)
+	t.base = "https://" + t.auth
+	return t
 }
+
+// authority returns the tunnel's authority as audit records and targets
+// name it: host[:port], without the default https port.
+func (t *tunnel) authority() string { return t.auth }
 
 const unlimited = 1 << 62
 
@@ -165,7 +176,10 @@ func (c *conn) handle(req *http.Request) bool {
 	for _, vs := range req.Header {
 		n += len(vs)
 	}
-	in.Header = make([]request.Field, 0, n)
+	// The pipeline reads the fields and keeps none of them (nor the
+	// slice) past Do, so the connection's slice is reused.
+	in.Header = slices.Grow(c.fieldBuf[:0], n)
+	defer func() { clear(in.Header); c.fieldBuf = in.Header[:0] }() // holding no request's strings
 	for name, vs := range req.Header {
 		switch name {
 		case "Content-Length", "Transfer-Encoding": // framing was read already
@@ -212,18 +226,23 @@ func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeInvalidRequest, "the request target names another authority than the tunnel's"))
 		}
 	} else {
-		u = "https://" + t.authority() + u
+		u = t.base + u
 	}
-	hosts := req.Header.Values("Host")
-	if req.Host != "" {
-		hosts = append(hosts, req.Host)
-	}
-	for _, h := range hosts {
+	// Every Host field (net/http moves the first into req.Host) must name
+	// the tunnel's authority.
+	for _, h := range req.Header["Host"] {
 		if !c.sameAuthority(h, t) {
-			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeHeaderInvalid, "Host names another authority than the tunnel's"))
+			return t.b, "", errOtherHost()
 		}
 	}
+	if req.Host != "" && !c.sameAuthority(req.Host, t) {
+		return t.b, "", errOtherHost()
+	}
 	return t.b, u, nil
+}
+
+func errOtherHost() error {
+	return misdirected(wire.Errorf(egressdapi.CodeHeaderInvalid, "Host names another authority than the tunnel's"))
 }
 
 // bundle returns the tunnel's bundle, or nil outside a tunnel.

@@ -41,7 +41,7 @@ func (c *conn) connect(req *http.Request) {
 		c.rejectConnect(b, req.RequestURI, wire.Wrap(egressdapi.CodeInvalidRequest, "CONNECT target is not a valid host:port", err))
 		return
 	}
-	t := &tunnel{b: b, host: host, port: port}
+	t := newTunnel(b, host, port)
 	o := netguard.Origin{Scheme: netguard.SchemeHTTPS, Host: host, Port: port}
 	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
 		o.Port = 0

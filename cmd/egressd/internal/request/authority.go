@@ -31,22 +31,41 @@ const maxCachedAuthority = 300
 type authority struct {
 	host string
 	port uint16
+	// What a Record with this host and port formats, for scheme http
+	// ([0]) and https ([1]): OriginString and Authority. Empty when not
+	// cached.
+	origin, hostPort [2]string
 }
 
 // SplitHostPort is netguard.SplitHostPort, cached.
 func (a *Authorities) SplitHostPort(s string) (host string, port uint16, err error) {
+	e, err := a.split(s)
+	return e.host, e.port, err
+}
+
+// split is SplitHostPort with the cached entry: a cached one carries the
+// origin strings too (formatted once, when it was cached).
+func (a *Authorities) split(s string) (authority, error) {
 	if a == nil {
-		return netguard.SplitHostPort(s)
+		host, port, err := netguard.SplitHostPort(s)
+		return authority{host: host, port: port}, err
 	}
 	if v, ok := a.m.Load(s); ok {
-		e := v.(authority)
-		return e.host, e.port, nil
+		return v.(authority), nil
 	}
-	host, port, err = netguard.SplitHostPort(s)
+	host, port, err := netguard.SplitHostPort(s)
+	e := authority{host: host, port: port}
 	if err == nil && len(s) <= maxCachedAuthority && a.n.Load() < maxAuthorities {
-		if _, loaded := a.m.LoadOrStore(strings.Clone(s), authority{host, port}); !loaded {
+		for i, scheme := range [2]string{netguard.SchemeHTTP, netguard.SchemeHTTPS} {
+			r := Record{Scheme: scheme, Host: host, Port: port}
+			if r.Port == 0 {
+				r.Port = netguard.DefaultPort(scheme)
+			}
+			e.origin[i], e.hostPort[i] = r.OriginString(), r.Authority()
+		}
+		if _, loaded := a.m.LoadOrStore(strings.Clone(s), e); !loaded {
 			a.n.Add(1)
 		}
 	}
-	return host, port, err
+	return e, err
 }

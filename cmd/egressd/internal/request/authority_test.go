@@ -35,6 +35,29 @@ func TestAuthoritiesMatchNetguard(t *testing.T) {
 	is.Equal(port, uint16(81))
 }
 
+// TestAuthoritiesOriginStrings: a record parsed through the cache (first
+// time and cached) formats the same origin and authority as one parsed
+// without it, for both schemes, default and explicit ports.
+func TestAuthoritiesOriginStrings(t *testing.T) {
+	t.Parallel()
+	var a Authorities
+	for range 2 {
+		for _, u := range []string{"https://api.test/x", "https://API.test:443/x", "https://api.test:8443/x", "http://api.test/x",
+			"http://api.test:80/", "http://api.test:443/", "https://api.test:80/", "https://[::1]:8443/x", "http://127.0.0.1/",
+			"https://bücher.example/"} {
+			is := is.New(t)
+			got, err := parseURL(u, &a)
+			is.NoErr(err)
+			want, err := parseURL(u, nil)
+			is.NoErr(err)
+			is.Equal(want.origin, "")                         // not cached: formatted when asked
+			is.Equal(got.OriginString(), want.OriginString()) // u
+			is.Equal(got.Authority(), want.Authority())       // u
+			is.Equal(got.Origin(), want.Origin())             // u
+		}
+	}
+}
+
 // TestAuthoritiesBounded: past maxAuthorities entries nothing more is
 // kept, and answers stay right.
 func TestAuthoritiesBounded(t *testing.T) {

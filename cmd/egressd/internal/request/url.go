@@ -49,7 +49,8 @@ func parseURL(s string, a *Authorities) (*Record, error) {
 	if strings.IndexByte(auth, '%') >= 0 {
 		return nil, bad("authority holds a percent escape")
 	}
-	host, port, err := a.SplitHostPort(auth)
+	e, err := a.split(auth)
+	host, port := e.host, e.port
 	if err != nil {
 		return nil, wire.Wrap(egressdapi.CodeInvalidRequest, "URL host: "+wire.AsError(err).Msg, err)
 	}
@@ -68,7 +69,13 @@ func parseURL(s string, a *Authorities) (*Record, error) {
 	if path == "" {
 		path = "/"
 	}
-	return &Record{Scheme: scheme, Host: host, Port: port, Path: path, Query: query}, nil
+	rec := &Record{Scheme: scheme, Host: host, Port: port, Path: path, Query: query}
+	k := 0
+	if scheme == netguard.SchemeHTTPS {
+		k = 1
+	}
+	rec.origin, rec.authority = e.origin[k], e.hostPort[k] // "" when not cached: formatted when asked
+	return rec, nil
 }
 
 func isHex(c byte) bool {

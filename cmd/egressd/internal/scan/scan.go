@@ -26,6 +26,18 @@ type Scanner struct {
 	Scrubber *redact.Scrubber
 	// Holds reports whether a string equals a held value exactly.
 	Holds func([]byte) bool
+	// HoldsString is Holds for a string, without the copy that converting
+	// it for Holds makes (the call is indirect, so the conversion
+	// escapes); nil: Holds is used.
+	HoldsString func(string) bool
+}
+
+// holds reports whether v equals a held value (HoldsString, or Holds).
+func (s Scanner) holds(v string) bool {
+	if s.HoldsString != nil {
+		return s.HoldsString(v)
+	}
+	return s.Holds([]byte(v))
 }
 
 // Manual refuses a request in which a whole header value, a token of one
@@ -40,7 +52,7 @@ func (s Scanner) Manual(rec *request.Record) error {
 	}
 	for _, vs := range rec.Header {
 		for _, v := range vs {
-			if s.Holds([]byte(v)) {
+			if s.holds(v) {
 				return errManual()
 			}
 			// The tokens strings.FieldsFunc would give (split at space,
@@ -56,7 +68,7 @@ func (s Scanner) Manual(rec *request.Record) error {
 					continue
 				}
 				_, after, _ := strings.Cut(tok, "=")
-				if s.Holds([]byte(tok)) || s.Holds([]byte(after)) {
+				if s.holds(tok) || s.holds(after) {
 					return errManual()
 				}
 			}
@@ -66,7 +78,7 @@ func (s Scanner) Manual(rec *request.Record) error {
 		if q, err := url.ParseQuery(rec.Query); err == nil {
 			for _, vs := range q {
 				for _, v := range vs {
-					if s.Holds([]byte(v)) {
+					if s.holds(v) {
 						return errManual()
 					}
 				}
@@ -75,7 +87,7 @@ func (s Scanner) Manual(rec *request.Record) error {
 	}
 	for path := rec.Path; ; {
 		seg, rest, more := strings.Cut(path, "/")
-		if d, err := url.PathUnescape(seg); err == nil && s.Holds([]byte(d)) {
+		if d, err := url.PathUnescape(seg); err == nil && s.holds(d) {
 			return errManual()
 		}
 		if !more {

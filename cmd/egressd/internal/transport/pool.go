@@ -79,19 +79,24 @@ func (t *Transport) newPool(https bool, host string, want netip.AddrPort) *pool 
 // roundTrip sends req over an idle connection or a new one. A request that
 // failed on a reused connection before any answer arrived is sent once
 // more on a new connection when net/http would retry it (retryable).
-func (p *pool) roundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
+func (p *pool) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	withCtx := func() *http.Request { // for net/http, which reads req's context
+		if req.Context() == ctx {
+			return req
+		}
+		return req.WithContext(ctx)
+	}
 	if req.ContentLength > maxInlineBody {
-		return p.stdTransport().RoundTrip(req)
+		return p.stdTransport().RoundTrip(withCtx())
 	}
 	for attempt := 0; ; attempt++ {
 		if std := p.http2(); std != nil {
-			return std.RoundTrip(req)
+			return std.RoundTrip(withCtx())
 		}
 		c, err := p.get(ctx)
 		if errors.Is(err, errUseH2) {
 			if std := p.http2(); std != nil {
-				return std.RoundTrip(req)
+				return std.RoundTrip(withCtx())
 			}
 			return nil, errPoolClosed
 		}

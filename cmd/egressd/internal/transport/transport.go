@@ -78,7 +78,14 @@ func New(cfg Config) *Transport {
 // end, then close it, for the connection to be kept. Errors:
 // egress.timeout, egress.upstream_error.
 func (t *Transport) RoundTrip(req *http.Request, origin string, r Route) (*http.Response, error) {
-	resp, err := t.pool(req.URL, origin, r.Addr).roundTrip(req)
+	return t.RoundTripContext(req.Context(), req, origin, r)
+}
+
+// RoundTripContext is RoundTrip with ctx in place of req's context,
+// without the copy of req that WithContext makes (a request that goes
+// through net/http's Transport is given ctx that way).
+func (t *Transport) RoundTripContext(ctx context.Context, req *http.Request, origin string, r Route) (*http.Response, error) {
+	resp, err := t.pool(req.URL, origin, r.Addr).roundTrip(ctx, req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return nil, wire.Wrap(egressdapi.CodeTimeout, "upstream did not answer in time", err)
