@@ -1,11 +1,15 @@
 package image
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"strconv"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"hostkit.dev/cmd/containerization-helper/internal/image/imagetest"
 )
 
@@ -48,5 +52,35 @@ func BenchmarkUnpack(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+}
+
+// BenchmarkMeasureLayer decompresses and walks the ~2 MB image's layer
+// as a fill does while copying it (the unpacked-size cap); compare with
+// BenchmarkUnpack for what the cap adds to a fill.
+func BenchmarkMeasureLayer(b *testing.B) {
+	l, d := imagetest.BuildWith(b, b.TempDir(), imagetest.Options{PayloadBytes: benchPayload})
+	var m struct {
+		Layers []struct {
+			Digest    digest.Digest `json:"digest"`
+			MediaType string        `json:"mediaType"`
+		} `json:"layers"`
+	}
+	mb, err := os.ReadFile(imagetest.BlobPath(l, d))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(mb, &m); err != nil || len(m.Layers) != 1 {
+		b.Fatalf("manifest: %v", err)
+	}
+	layer, err := os.ReadFile(imagetest.BlobPath(l, m.Layers[0].Digest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(layer)))
+	for b.Loop() {
+		if _, err := measureLayer(bytes.NewReader(layer), m.Layers[0].MediaType == v1.MediaTypeImageLayerGzip, DefaultMaxUnpackedBytes); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

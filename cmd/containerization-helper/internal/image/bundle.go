@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"os"
@@ -39,8 +40,18 @@ type Patch struct {
 	// claim ownership.
 	OwnedPrefix string
 	// CgroupsPath sets linux.cgroupsPath when not "" (an absolute path:
-	// runc and crun would otherwise use /<container id>).
+	// runc and crun would otherwise use /<container id>). With it, the
+	// container also gets DefaultPidsLimit and a memory limit
+	// (MemoryLimit) unless its config sets its own.
 	CgroupsPath string
+	// MemoryLimit is the linux.resources.memory.limit (bytes) set with
+	// CgroupsPath when the config sets none; 0 means DefaultMemoryLimit.
+	MemoryLimit int64
+	// FileSizeLimit is the RLIMIT_FSIZE (bytes, soft = hard) set when the
+	// config has no RLIMIT_FSIZE; 0 means DefaultFileSizeLimit. It bounds
+	// every file any process of the container writes, its console log
+	// (its stdout and stderr) included.
+	FileSizeLimit int64
 }
 
 // validate checks the patch before anything is done. Errors:
@@ -70,6 +81,9 @@ func (p *Patch) validate() error {
 		if k == "" {
 			return bad("an annotation key is empty")
 		}
+	}
+	if p.MemoryLimit < 0 || p.FileSizeLimit < 0 {
+		return bad("memory and file size limits must not be negative")
 	}
 	if p.CgroupsPath != "" && (!path.IsAbs(p.CgroupsPath) || path.Clean(p.CgroupsPath) != p.CgroupsPath || strings.IndexByte(p.CgroupsPath, 0) >= 0) {
 		return bad("cgroups path must be absolute and clean")
@@ -124,6 +138,21 @@ const ImageAnnotationPrefix = "org.opencontainers.image."
 
 func patchSpec(spec *specs.Spec, p Patch) error {
 	spec.Process.Terminal = p.Terminal
+	// No process of the container gains privileges through exec
+	// (set-user-ID files, file capabilities): umoci's default config says
+	// so already; a bundle never runs without it.
+	spec.Process.NoNewPrivileges = true
+	fsize := false
+	for _, r := range spec.Process.Rlimits {
+		fsize = fsize || r.Type == "RLIMIT_FSIZE"
+	}
+	if !fsize {
+		// The console log is the container's stdout and stderr, written by
+		// the container itself: the file size limit is what bounds it
+		// (the helper runs on demand, so no process of its own could).
+		n := uint64(cmp.Or(p.FileSizeLimit, DefaultFileSizeLimit))
+		spec.Process.Rlimits = append(spec.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_FSIZE", Hard: n, Soft: n})
+	}
 	if p.Args != nil {
 		spec.Process.Args = append([]string(nil), p.Args...)
 	}
@@ -163,6 +192,15 @@ func patchSpec(spec *specs.Spec, p Patch) error {
 			limit := int64(DefaultPidsLimit)
 			spec.Linux.Resources.Pids = &specs.LinuxPids{Limit: &limit}
 		}
+		// And a memory limit: one container must not take the host's
+		// memory. Swap is left as the runtime sets it.
+		if spec.Linux.Resources.Memory == nil {
+			spec.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		if spec.Linux.Resources.Memory.Limit == nil {
+			limit := cmp.Or(p.MemoryLimit, DefaultMemoryLimit)
+			spec.Linux.Resources.Memory.Limit = &limit
+		}
 	}
 	return nil
 }
@@ -170,6 +208,17 @@ func patchSpec(spec *specs.Spec, p Patch) error {
 // DefaultPidsLimit is the pids cgroup limit (processes and threads) of a
 // helper-made bundle whose config sets none.
 const DefaultPidsLimit = 1024
+
+// DefaultMemoryLimit is the memory cgroup limit (bytes, 1 GiB) of a
+// helper-made bundle whose config sets none (Patch.MemoryLimit).
+const DefaultMemoryLimit = 1 << 30
+
+// DefaultFileSizeLimit is the RLIMIT_FSIZE (bytes, 64 MiB, soft = hard)
+// of a bundle whose config sets none (Patch.FileSizeLimit): a write past
+// it fails with EFBIG after SIGXFSZ, whose default action ends the
+// process. It applies to every file the container writes: its console
+// log, files under /tmp, any writable mount.
+const DefaultFileSizeLimit = 64 << 20
 
 // writeConfigAt writes spec as dirfd/config.json (0600) in a directory the
 // caller just made (so the exclusive create cannot meet an old file),

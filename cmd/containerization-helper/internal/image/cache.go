@@ -38,8 +38,10 @@ const (
 // config, patched as Unpack patches it, with root.path the entry's rootfs
 // and root.readonly true (the runtime mounts it read-only in the
 // container, so no container can change what another one runs), a tmpfs
-// at /tmp (writable scratch space; the image's other paths are read-only)
-// unless the config mounts something there, and Patch.CgroupsPath.
+// at /tmp (writable scratch space, 64 MiB; the image's other paths are
+// read-only) unless the config mounts something there (a tmpfs it mounts
+// there without a size= option gets the same size), and
+// Patch.CgroupsPath.
 // cacheRoot must satisfy what Request.Root does. Errors: as Unpack.
 func (u *Unpacker) Prepare(ctx context.Context, req Request, cacheRoot string) (*Bundle, error) {
 	b, err := u.prepare(ctx, req, cacheRoot)
@@ -76,8 +78,9 @@ func (u *Unpacker) prepare(ctx context.Context, req Request, cacheRoot string) (
 	spec.Root = &specs.Root{Path: filepath.Join(cacheRoot, ev.ManifestDigest.Encoded(), "rootfs"), Readonly: true}
 	if !mounts(spec, "/tmp") {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"nosuid", "nodev", "mode=1777", "size=65536k"}})
+			Options: []string{"nosuid", "nodev", "mode=1777", tmpSize}})
 	}
+	sizeTmpfs(spec.Mounts, "/tmp")
 	if err := unix.Mkdirat(int(root.Fd()), name, 0o700); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return nil, wire.Errorf(CodeBundleExists, "bundle %s already exists", name)
@@ -202,6 +205,28 @@ func mountPoints(entry *os.File, spec specs.Spec) error {
 		}
 	}
 	return nil
+}
+
+// tmpSize is the size option of the /tmp tmpfs Prepare gives a bundle
+// (64 MiB), and of a tmpfs the config mounts there without one.
+const tmpSize = "size=65536k"
+
+// sizeTmpfs gives every tmpfs mounted at dest without a size= option
+// tmpSize: a tmpfs without one may grow to half the host's memory.
+func sizeTmpfs(ms []specs.Mount, dest string) {
+	for i := range ms {
+		m := &ms[i]
+		if filepath.Clean(m.Destination) != dest || m.Type != "tmpfs" {
+			continue
+		}
+		sized := false
+		for _, o := range m.Options {
+			sized = sized || strings.HasPrefix(o, "size=")
+		}
+		if !sized {
+			m.Options = append(m.Options, tmpSize)
+		}
+	}
 }
 
 // mounts reports whether spec mounts something at dest.

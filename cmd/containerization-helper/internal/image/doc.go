@@ -27,7 +27,10 @@
 // This umoci (0.4.7) addresses an image only as `path[:tag]` and refuses
 // `path@sha256:...`, so the helper never lets umoci resolve the caller's
 // layout: it copies the verified blobs (hashing the copy as it writes it)
-// into a private staging layout under the bundle root, writes that
+// into a private staging layout under the bundle root (decompressing
+// each layer and walking its tar stream on the way, without writing it,
+// to refuse with CodeTooLarge an image that would unpack to more than
+// Limits.MaxUnpackedBytes; see layerMeter), writes that
 // layout's oci-layout and an index.json that holds exactly one descriptor
 // (the verified manifest, tagged with a random helper-generated name), and
 // runs `umoci unpack --image <stage>:<tag> <bundle>` from the bundle root
@@ -36,7 +39,9 @@
 // verified manifest. Afterwards the bundle's umoci.json must name that
 // manifest digest as the only step of its descriptor walk
 // (CodeUnpackMismatch otherwise), and config.json is patched (terminal,
-// args, env, cwd, ownership annotations) and rewritten atomically, 0600.
+// args, env, cwd, ownership annotations, noNewPrivileges, a default
+// RLIMIT_FSIZE and, with a cgroups path, default pids and memory limits)
+// and rewritten atomically, 0600.
 // The staging layout is removed whatever happens; a bundle that fails any
 // later step is removed too.
 //
@@ -94,7 +99,9 @@ const (
 	CodePathUnsafe = "image.path_unsafe"
 	// CodeSizeMismatch: a blob's size differs from its descriptor's.
 	CodeSizeMismatch = "image.size_mismatch"
-	// CodeTooLarge: a document, blob, layer count or total passes a limit.
+	// CodeTooLarge: a document, blob, layer count or total passes a limit,
+	// or the layers would unpack to more than Limits.MaxUnpackedBytes
+	// (found while they are copied for an unpack, before umoci runs).
 	CodeTooLarge = "image.too_large"
 	// CodeUnpackFailed: umoci could not unpack the staged image (its
 	// procexec error is the cause); the bundle was removed.

@@ -14,13 +14,19 @@ import (
 )
 
 // stage is the private staging layout: a 0700 directory under the root
-// with blobs/sha256, filled by verify through blobSink.
+// with blobs/sha256, filled by verify through blobSink. It measures every
+// layer as it is copied (layerMeter) and refuses, with CodeTooLarge, an
+// image whose layers together unpack to more than budget bytes.
 type stage struct {
 	dir, sha *os.File
+	budget   int64                   // Limits.MaxUnpackedBytes
+	used     int64                   // bytes charged so far, all layers
+	charged  map[digest.Digest]int64 // each layer's charge, for a layer listed twice
 }
 
-// newStage makes root/name/blobs/sha256, each 0700.
-func newStage(rootfd int, name string) (*stage, error) {
+// newStage makes root/name/blobs/sha256, each 0700; the image's layers
+// may unpack to at most budget bytes.
+func newStage(rootfd int, name string, budget int64) (*stage, error) {
 	fail := func(err error) (*stage, error) {
 		return nil, wire.Wrap(CodeUnpackFailed, "cannot make the staging layout", err)
 	}
@@ -31,7 +37,7 @@ func newStage(rootfd int, name string) (*stage, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s := &stage{dir: dir}
+	s := &stage{dir: dir, budget: budget, charged: map[digest.Digest]int64{}}
 	if err := unix.Mkdirat(int(dir.Fd()), "blobs", 0o700); err != nil {
 		dir.Close()
 		return fail(err)
@@ -59,16 +65,37 @@ func (s *stage) Close() error {
 	return s.dir.Close()
 }
 
-// create implements blobSink.
-func (s *stage) create(d digest.Digest) (io.WriteCloser, error) {
-	f, err := createAt(int(s.sha.Fd()), d.Encoded())
+// create implements blobSink. A layer's writer measures it (layerMeter);
+// a layer listed again is charged again (umoci applies it again).
+// Errors: CodeUnpackFailed, CodeTooLarge.
+func (s *stage) create(d v1.Descriptor) (io.WriteCloser, error) {
+	layer := layerTypes[d.MediaType]
+	f, err := createAt(int(s.sha.Fd()), d.Digest.Encoded())
 	if errors.Is(err, unix.EEXIST) {
+		if n, ok := s.charged[d.Digest]; ok && layer {
+			return nil, s.charge(d.Digest, n)
+		}
 		return nil, nil // listed twice; the first copy was verified
 	}
 	if err != nil {
 		return nil, wire.Wrap(CodeUnpackFailed, "cannot write the staging layout", err)
 	}
-	return f, nil
+	if !layer {
+		return f, nil
+	}
+	m := newLayerMeter(d.MediaType, s.budget-s.used)
+	return &meteredFile{f: f, m: m, charge: func(n int64) error { return s.charge(d.Digest, n) }}, nil
+}
+
+// charge adds n bytes of layer d to the image's total. Errors:
+// CodeTooLarge.
+func (s *stage) charge(d digest.Digest, n int64) error {
+	s.charged[d] = n
+	s.used += n
+	if s.used > s.budget || s.used < 0 {
+		return wire.Errorf(CodeTooLarge, "the image's layers unpack to more than %d bytes", s.budget)
+	}
+	return nil
 }
 
 // writeIndex writes the staging oci-layout and an index.json holding only

@@ -172,7 +172,7 @@ func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
 func (u *Unpacker) stageAndUnpack(ctx context.Context, rfd int, root, layout string, manifest digest.Digest, target string) (*Evidence, v1.Descriptor, error) {
 	var none v1.Descriptor
 	stageName := cacheStagePrefix + randHex(8)
-	stage, err := newStage(rfd, stageName)
+	stage, err := newStage(rfd, stageName, u.limits.MaxUnpackedBytes)
 	if err != nil {
 		return nil, none, err
 	}

@@ -27,6 +27,14 @@ type Limits struct {
 	MaxLayerBytes int64
 	// MaxTotalBytes caps manifest + config + layers (bytes; default 16 GiB).
 	MaxTotalBytes int64
+	// MaxUnpackedBytes caps what an unpack may write (bytes; default
+	// DefaultMaxUnpackedBytes, 4 GiB): every layer is decompressed and
+	// its tar stream walked as it is copied into the staging layout, and
+	// an image whose layers together would unpack to more (the larger of
+	// the decompressed length and the entries' sizes in whole 4 KiB
+	// blocks, at least one per entry) is CodeTooLarge before umoci runs.
+	// Verify alone does not decompress, so it does not apply there.
+	MaxUnpackedBytes int64
 }
 
 // withDefaults fills zero fields.
@@ -39,6 +47,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxDocBytes, 4<<20)
 	def(&l.MaxLayerBytes, 8<<30)
 	def(&l.MaxTotalBytes, 16<<30)
+	def(&l.MaxUnpackedBytes, DefaultMaxUnpackedBytes)
 	if l.MaxIndexEntries <= 0 {
 		l.MaxIndexEntries = 1024
 	}
@@ -83,7 +92,7 @@ type Evidence struct {
 type blobSink interface {
 	// create returns a writer for d's bytes, or nil when d is already
 	// there (a blob listed twice).
-	create(d digest.Digest) (io.WriteCloser, error)
+	create(d v1.Descriptor) (io.WriteCloser, error)
 }
 
 // Verify opens the OCI image layout at dir, selects a manifest (by want,
@@ -278,7 +287,7 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 	}
 	var out io.WriteCloser
 	if sink != nil {
-		if out, err = sink.create(d.Digest); err != nil {
+		if out, err = sink.create(d); err != nil {
 			return nil, err
 		}
 	}
@@ -304,7 +313,7 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 			if out != nil {
 				if _, werr := out.Write(chunk); werr != nil {
 					closeSink(out)
-					return nil, wire.Wrap(CodeUnpackFailed, "cannot write the staging copy of a blob", werr)
+					return nil, sinkErr(werr)
 				}
 			}
 			n += int64(k)
@@ -317,10 +326,9 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 			return nil, wire.Wrap(CodeBlobUnsafe, "cannot read a blob", err)
 		}
 	}
+	var closeErr error
 	if out != nil {
-		if err := out.Close(); err != nil {
-			return nil, wire.Wrap(CodeUnpackFailed, "cannot write the staging copy of a blob", err)
-		}
+		closeErr = out.Close()
 	}
 	if n != d.Size {
 		return nil, wire.Errorf(CodeSizeMismatch, "blob %s changed size while it was read", d.Digest)
@@ -328,10 +336,24 @@ func readBlob(ctx context.Context, l *layoutDir, d v1.Descriptor, sink blobSink,
 	if got := hex.EncodeToString(h.Sum(nil)); got != d.Digest.Encoded() {
 		return nil, wire.Errorf(CodeDigestMismatch, "blob %s does not hash to its digest", d.Digest)
 	}
+	if closeErr != nil { // the staging copy, or the layer's measurement
+		return nil, sinkErr(closeErr)
+	}
 	if !keep {
 		hc.put(&st, d.Digest)
 	}
 	return kept, nil
+}
+
+// sinkErr is a staging write's error: the layer measurement's own
+// (CodeTooLarge, CodeInvalid) as it is, a file error as
+// CodeUnpackFailed.
+func sinkErr(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return err
+	}
+	return wire.Wrap(CodeUnpackFailed, "cannot write the staging copy of a blob", err)
 }
 
 // closeSink closes a staging writer after a failure; the staging layout is

@@ -22,7 +22,9 @@ import (
 //   - a bundle directory with a helper-made name and neither record nor
 //     container is removed;
 //   - rootfs cache entries no bundle runs from and unused for a day, and
-//     leftovers of fills that did not finish, are removed.
+//     leftovers of fills that did not finish, are removed;
+//   - first of all, what a create killed half-way leaves in the runtime
+//     (removeLeftovers) is removed.
 //
 // Containers themselves are never changed here: an owned container left
 // in created is an orphan that observe shows and delete removes by id.
@@ -39,6 +41,7 @@ func (s *Server) Recover(ctx context.Context) error {
 	for i := range list {
 		live[list[i].ID] = list[i].Status
 	}
+	s.removeLeftovers(ctx, live)
 	for _, r := range s.cfg.Store.Recovering() {
 		st, ok := live[r.ID]
 		if !ok {
@@ -91,4 +94,53 @@ func (s *Server) Recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// leftoverRemover is the provider's RemoveLeftover (package provider).
+type leftoverRemover interface {
+	RemoveLeftover(ctx context.Context, id, cgroupsPath string) (bool, error)
+}
+
+// removeLeftovers removes what a `create` killed half-way (the helper
+// SIGKILLed while the runtime ran) leaves in the runtime: a state
+// directory under the helper's root with no container the runtime can
+// read (no state.json, or one that does not decode), which no verb then
+// reaches and which would make every later list and state read fall back
+// to running the runtime, and the container's cgroup. It looks only at
+// helper-made ids (validID) that the list does not show and that the
+// helper was creating: a record in PhaseCreating, or a bundle directory
+// of that name (a bundle is made just before create). The provider
+// removes them (RemoveLeftover: the runtime's own `delete --force`, else
+// by path; the cgroup cgroupParent/<id>, which only the helper names).
+// A container the runtime can read, an id the helper did not make, and
+// anything outside the helper's own --root are never touched. Failures
+// are logged: the rest of recovery goes on.
+func (s *Server) removeLeftovers(ctx context.Context, live map[string]provider.Status) {
+	rm, ok := s.cfg.Runtime.(leftoverRemover)
+	if !ok {
+		return
+	}
+	ids := map[string]bool{}
+	for _, r := range s.cfg.Store.Recovering() {
+		if r.Phase == state.PhaseCreating {
+			ids[r.ID] = true
+		}
+	}
+	if ents, err := os.ReadDir(bundlesDir(s.cfg.StateDir)); err == nil {
+		for _, e := range ents {
+			ids[e.Name()] = true
+		}
+	}
+	for id := range ids {
+		if _, ok := live[id]; ok || !validID(id) {
+			continue
+		}
+		removed, err := rm.RemoveLeftover(ctx, id, cgroupParent+"/"+id)
+		switch {
+		case err != nil:
+			s.log.Warn("helper.recover_leftover_failed", slog.String("container_id", id), slog.String("code", codeOf(err)))
+		case removed:
+			s.log.Info("helper.recover_leftover_removed", slog.String("container_id", id))
+		}
+	}
 }

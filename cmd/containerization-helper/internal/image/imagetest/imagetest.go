@@ -65,6 +65,10 @@ type Options struct {
 	// deterministic pseudo-random (incompressible) bytes, to make the
 	// image bigger for benchmarks.
 	PayloadBytes int
+	// ZeroBytes, when positive, adds /data/zeros: that many zero bytes,
+	// which gzip compresses about a thousandfold (a small "gzip bomb"
+	// for the unpacked-size cap).
+	ZeroBytes int
 }
 
 // Available reports whether fixtures can be built here (Linux, root,
@@ -115,7 +119,7 @@ func BuildWith(t testing.TB, dir string, o Options) (string, digest.Digest) {
 	r.umoci("config", "--image", image, "--created", created, "--no-history")
 	r.umoci("unpack", "--image", image, work)
 	rootfs := filepath.Join(work, "rootfs")
-	fill(t, rootfs, o.PayloadBytes)
+	fill(t, rootfs, o.PayloadBytes, o.ZeroBytes)
 	pinTimes(t, rootfs)
 	r.umoci("repack", "--history.created", created, "--image", image, work)
 	args := []string{"config", "--image", image, "--created", created, "--history.created", created}
@@ -190,9 +194,9 @@ func (r *runner) umoci(args ...string) {
 	}
 }
 
-// fill puts busybox, its applet symlinks and the optional payload into
-// rootfs.
-func fill(t testing.TB, rootfs string, payload int) {
+// fill puts busybox, its applet symlinks and the optional payload and
+// zeros into rootfs.
+func fill(t testing.TB, rootfs string, payload, zeros int) {
 	t.Helper()
 	bin := filepath.Join(rootfs, "bin")
 	must(t, os.MkdirAll(bin, 0o755))
@@ -208,6 +212,12 @@ func fill(t testing.TB, rootfs string, payload int) {
 		rng.Read(b)
 		must(t, os.WriteFile(filepath.Join(data, "payload"), b, 0o644))
 		must(t, os.Chmod(filepath.Join(data, "payload"), 0o644))
+	}
+	if zeros > 0 {
+		data := filepath.Join(rootfs, "data")
+		must(t, os.MkdirAll(data, 0o755))
+		must(t, os.WriteFile(filepath.Join(data, "zeros"), make([]byte, zeros), 0o644))
+		must(t, os.Chmod(filepath.Join(data, "zeros"), 0o644))
 	}
 }
 
