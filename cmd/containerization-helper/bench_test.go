@@ -11,7 +11,8 @@ import (
 
 // TestMeasure reports the helper's round trips with the real binary and
 // runc (run with -run TestMeasure -v): the
-// health round trip, and plan+create+start+delete of a busybox container,
+// health round trip, a plan of a start (the checks before a mutation, no
+// runtime process), and plan+create+start+delete of a busybox container,
 // as p50 over a few rounds. It runs only with HK_HELPER_MEASURE=1 (it
 // takes ~20 s); bench/helper makes the recorded comparison with runc
 // called directly, this is the quick local figure.
@@ -31,10 +32,21 @@ func TestMeasure(t *testing.T) {
 		}
 		health = append(health, time.Since(t0))
 	}
+	created := s.create(t, img, []string{"/bin/sleep", "600"}, nil, false)
+	var plans []time.Duration
+	for i := 0; i < 500; i++ {
+		t0 := time.Now()
+		if _, err := s.c.Plan(ctx, &helperapi.PlanRequest{Kind: helperapi.KindStart, ContainerID: created.ContainerID, Context: s.cx}); err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, time.Since(t0))
+	}
 	var cycle []time.Duration
 	for i := 0; i < 15; i++ {
 		t0 := time.Now()
-		p, err := s.c.Plan(ctx, &helperapi.PlanRequest{Kind: helperapi.KindCreate, Context: s.cx, Image: &img, Command: []string{"/bin/sleep", "600"}})
+		// An init that exits on SIGTERM: the forced delete stops it
+		// first (SIGTERM, then SIGKILL after the stop timeout).
+		p, err := s.c.Plan(ctx, &helperapi.PlanRequest{Kind: helperapi.KindCreate, Context: s.cx, Image: &img, Command: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +66,7 @@ func TestMeasure(t *testing.T) {
 		cycle = append(cycle, time.Since(t0))
 	}
 	t.Logf("health round trip: p50 %v p99 %v (n=%d)", pct(health, 50), pct(health, 99), len(health))
+	t.Logf("plan (start) round trip: p50 %v p99 %v (n=%d)", pct(plans, 50), pct(plans, 99), len(plans))
 	t.Logf("plan+create+start+plan+delete: p50 %v min %v max %v (n=%d)", pct(cycle, 50), slices.Min(cycle), slices.Max(cycle), len(cycle))
 }
 

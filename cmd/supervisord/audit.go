@@ -58,7 +58,7 @@ func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op) rpc.Op {
 			once.Do(func() {
 				go func() {
 					defer close(ended)
-					outcome, code := outcomeOf(err)
+					outcome, code := daemon.AuditOutcome(err)
 					if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
 						log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
 					}
@@ -71,18 +71,6 @@ func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op) rpc.Op {
 		return v, err
 	}
 	return op
-}
-
-// outcomeOf is daemon.AuditOps's mapping of an error to an outcome.
-func outcomeOf(err error) (audit.Outcome, string) {
-	switch code := wire.CodeOf(err); code {
-	case "":
-		return audit.OutcomeOK, ""
-	case wire.CodePeerDenied:
-		return audit.OutcomeDenied, code
-	default:
-		return audit.OutcomeError, code
-	}
 }
 
 // instanceField names the instance a call is about (never its env or

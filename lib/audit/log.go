@@ -216,6 +216,33 @@ func (l *Log) Append(ctx context.Context, r Record) (uint64, error) {
 	return l.appendSync(ctx, r, 0)
 }
 
+// AppendLazy is Append without the wait for stable storage: the record is
+// written (a crash of this process loses nothing) and becomes durable with
+// the next record Append or End syncs, at Sync, or at Close. Use it only for
+// records whose loss in a power failure changes nothing that was promised:
+// a read that succeeded, whose answer changed no state. Under FsyncNever
+// it is Append. Errors: those of Append, except `audit.io` from a sync.
+func (l *Log) AppendLazy(ctx context.Context, r Record) (uint64, error) {
+	seq, _, err := l.append(ctx, r, 0)
+	return seq, err
+}
+
+// Sync makes every record written so far durable, sharing the fsync with
+// concurrent appenders (group commit). Under FsyncNever it does nothing.
+// Errors: `audit.io`.
+func (l *Log) Sync() error {
+	if l.opts.Fsync != FsyncAlways {
+		return nil
+	}
+	l.mu.Lock()
+	gen := l.written
+	l.mu.Unlock()
+	if err := l.syncTo(gen); err != nil {
+		return wire.Wrap(CodeIO, "cannot sync the audit log", err)
+	}
+	return nil
+}
+
 // appendSync is Append, with the field before_seq added when beforeSeq > 0
 // (Pair.End).
 func (l *Log) appendSync(ctx context.Context, r Record, beforeSeq uint64) (uint64, error) {

@@ -20,9 +20,26 @@ type Pair struct {
 // Begin writes r as the "before" record of a mutation (Phase "before",
 // Outcome "pending", whatever r says) and returns the Pair to End. Errors
 // are those of Append; on error the mutation should not proceed.
-func (l *Log) Begin(ctx context.Context, r Record) (Pair, error) {
+func (l *Log) Begin(ctx context.Context, r Record) (Pair, error) { return l.begin(ctx, r, true) }
+
+// BeginLazy is Begin without the sync: the before record is in the file
+// when it returns (a crash of this process cannot lose it) but becomes
+// durable only with the next sync. A caller that uses it must call Sync
+// before it acts — typically at the same time as its own state write, so
+// the two syncs overlap (on ext4 they share a journal commit) — and end
+// the pair before it answers. Errors: those of AppendLazy.
+func (l *Log) BeginLazy(ctx context.Context, r Record) (Pair, error) { return l.begin(ctx, r, false) }
+
+// begin is Begin, synced or not.
+func (l *Log) begin(ctx context.Context, r Record, sync bool) (Pair, error) {
 	r.Phase, r.Outcome = PhaseBefore, OutcomePending
-	seq, err := l.Append(ctx, r)
+	var seq uint64
+	var err error
+	if sync {
+		seq, err = l.Append(ctx, r)
+	} else {
+		seq, err = l.AppendLazy(ctx, r)
+	}
 	if err != nil {
 		return Pair{}, err
 	}
@@ -35,12 +52,22 @@ func (l *Log) Begin(ctx context.Context, r Record) (Pair, error) {
 // Append, and `audit.invalid` for a Pair not made by Begin or a pending
 // outcome.
 func (p Pair) End(ctx context.Context, outcome Outcome, code string, fields map[string]any) (uint64, error) {
+	return p.end(ctx, outcome, code, fields, true)
+}
+
+// EndLazy is End without the sync: the after record is written but
+// becomes durable only with the next sync (Log.Sync, before the answer
+// leaves). Errors: those of End, except `audit.io` from a sync.
+func (p Pair) EndLazy(ctx context.Context, outcome Outcome, code string, fields map[string]any) (uint64, error) {
+	return p.end(ctx, outcome, code, fields, false)
+}
+
+// end is End, synced or not.
+func (p Pair) end(ctx context.Context, outcome Outcome, code string, fields map[string]any, sync bool) (uint64, error) {
 	if p.l == nil || outcome == OutcomePending {
 		return 0, wire.Errorf(CodeInvalid, "End needs a Pair from Begin and a final outcome")
 	}
-	// before_seq is added as the record is encoded: fields itself is not
-	// modified, nor copied.
-	return p.l.appendSync(ctx, Record{
+	r := Record{
 		Actor:   p.before.Actor,
 		Op:      p.before.Op,
 		Corr:    p.before.Corr,
@@ -48,7 +75,14 @@ func (p Pair) End(ctx context.Context, outcome Outcome, code string, fields map[
 		Outcome: outcome,
 		Code:    code,
 		Fields:  fields,
-	}, p.Seq)
+	}
+	// before_seq is added as the record is encoded: fields itself is not
+	// modified, nor copied.
+	if sync {
+		return p.l.appendSync(ctx, r, p.Seq)
+	}
+	seq, _, err := p.l.append(ctx, r, p.Seq)
+	return seq, err
 }
 
 // EndWith is End with the after record's fields given as a map and as

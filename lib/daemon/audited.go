@@ -14,7 +14,10 @@ import (
 // (audit.Log.Begin / Pair.End) for the ops named in mutating — the before
 // record is written before the handler runs, and a mutation whose before
 // record cannot be written does not run (internal) — and one record after
-// the handler for the others. fields, when not nil, adds fields drawn from
+// the handler for the others. A read that succeeded changed nothing, so its
+// record is written at once but not synced on its own
+// (audit.Log.AppendLazy: durable with the next synced record); a refused
+// or failed one is synced before the answer, as every mutation's. fields, when not nil, adds fields drawn from
 // the call (e.g. the instance id); it must not return secret material.
 func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields func(*rpc.Call) map[string]any, ops ...rpc.Op) []rpc.Op {
 	out := make([]rpc.Op, len(ops))
@@ -28,8 +31,12 @@ func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields f
 			}
 			if !mut {
 				v, err := inner(ctx, call)
-				rec.Outcome, rec.Code = outcomeOf(err)
-				if _, aerr := l.Append(ctx, rec); aerr != nil {
+				rec.Outcome, rec.Code = AuditOutcome(err)
+				appendRec := l.Append
+				if err == nil {
+					appendRec = l.AppendLazy
+				}
+				if _, aerr := appendRec(ctx, rec); aerr != nil {
 					log.Error("audit.append_failed", slog.String(KeyOp, call.Op), slog.Any(KeyErr, aerr))
 				}
 				return v, err
@@ -40,7 +47,7 @@ func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields f
 				return nil, wire.Wrap(wire.CodeInternal, "the audit log cannot record this change", aerr)
 			}
 			v, err := inner(ctx, call)
-			outcome, code := outcomeOf(err)
+			outcome, code := AuditOutcome(err)
 			if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
 				log.Error("audit.append_failed", slog.String(KeyOp, call.Op), slog.Any(KeyErr, aerr))
 			}
@@ -51,7 +58,9 @@ func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields f
 	return out
 }
 
-func outcomeOf(err error) (audit.Outcome, string) {
+// AuditOutcome maps a handler's error to an audit outcome and code: nil is
+// ok, peer.denied is denied, any other code is error with that code.
+func AuditOutcome(err error) (audit.Outcome, string) {
 	switch code := wire.CodeOf(err); code {
 	case "":
 		return audit.OutcomeOK, ""

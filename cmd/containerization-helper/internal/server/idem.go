@@ -71,7 +71,17 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 		if !record && batch.Idem == nil {
 			return v, err
 		}
-		_, aerr := s.cfg.Store.Apply(batch)
+		// The after record is written now and synced with this write:
+		// both are durable before the answer leaves.
+		s.endLazy(ctx, err)
+		var aerr error
+		_, serr := withAuditSync(ctx, func() error {
+			_, aerr = s.cfg.Store.Apply(batch)
+			return aerr
+		})
+		if serr != nil {
+			s.log.Error("audit.append_failed", "op", call.Op, "code", wire.CodeOf(serr))
+		}
 		if aerr != nil && record && batch.Idem != nil {
 			// The idempotency answer could not be kept (conflict, the
 			// table or the file is full): the record of what was done

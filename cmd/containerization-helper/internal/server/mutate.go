@@ -65,21 +65,29 @@ func (s *Server) open(ctx context.Context, call *rpc.Call, kind string) (*gate, 
 }
 
 // begin raises the instance's fence, consumes the plan and writes rec
-// with the in-progress phase, in one store write (state.Batch): from here
-// on the mutation acts, and a crash of the helper from here on leaves a
-// record that recovery re-observes.
-func (s *Server) begin(g *gate, rec *state.Container, phase state.Phase) error {
+// with the in-progress phase, in one store write (state.Batch), while the
+// op's audit "before" record is synced (withAuditSync): from here on the
+// mutation acts, with both durable, and a crash of the helper from here on
+// leaves a record that recovery re-observes.
+func (s *Server) begin(ctx context.Context, g *gate, rec *state.Container, phase state.Phase) error {
 	rec.Phase = phase
-	if _, err := s.cfg.Store.Apply(state.Batch{
-		Fence:       &state.Fence{Instance: g.req.Context.InstanceID, N: g.req.Context.Fence},
-		ConsumePlan: g.plan.Hash,
-		Put:         rec,
-		// The answer's write (durableIdem) syncs the directory: until then
-		// only a power loss, which ends the containers too, could bring
-		// back the state before this unacknowledged op.
-		DeferDirSync: true,
-	}); err != nil {
+	werr, serr := withAuditSync(ctx, func() error {
+		_, err := s.cfg.Store.Apply(state.Batch{
+			Fence:       &state.Fence{Instance: g.req.Context.InstanceID, N: g.req.Context.Fence},
+			ConsumePlan: g.plan.Hash,
+			Put:         rec,
+			// The answer's write (durableIdem) syncs the directory: until then
+			// only a power loss, which ends the containers too, could bring
+			// back the state before this unacknowledged op.
+			DeferDirSync: true,
+		})
 		return err
+	})
+	if werr != nil {
+		return werr
+	}
+	if serr != nil {
+		return wire.Wrap(wire.CodeInternal, "the audit log cannot record this change", serr)
 	}
 	rec.Updated = s.cfg.Now() // the store's own time is at most this
 	return nil
@@ -176,7 +184,7 @@ func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, s.mapErr(ctx, err)
 	}
 	rec := &state.Container{ID: id, Instance: p.Context.InstanceID, Fence: p.Context.Fence, PlanHash: p.Hash, Bundle: s.bundlePath(id), ConsoleLog: s.logPath(id)}
-	if err := s.begin(g, rec, state.PhaseCreating); err != nil {
+	if err := s.begin(ctx, g, rec, state.PhaseCreating); err != nil {
 		return nil, err
 	}
 	ref := helperapi.ImageRef{Layout: p.Layout, ManifestDigest: p.ManifestDigest}
@@ -255,7 +263,7 @@ func (s *Server) claim(ctx context.Context, call *rpc.Call, kind string, phase s
 		rec, err = s.record(st, g.req.Context)
 	}
 	if err == nil {
-		err = s.begin(g, rec, phase)
+		err = s.begin(ctx, g, rec, phase)
 	}
 	if err != nil {
 		g.unlock()
@@ -346,8 +354,45 @@ func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) err
 	return err
 }
 
+// waitStopped reports whether id stopped within timeout. While the
+// container's init runs, it waits on a pidfd of the init (the exit is
+// seen the moment it happens); the runtime's state, read before and after,
+// decides, and polling it is the fallback (an init that cannot be opened).
 func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Duration) (bool, error) {
-	t := time.NewTimer(timeout)
+	deadline := time.Now().Add(timeout)
+	st, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		return false, s.mapErr(ctx, err)
+	}
+	if st.Status == provider.StatusStopped {
+		return true, nil
+	}
+	if st.Pid > 0 {
+		if w, err := openPidWaiter(st.Pid); err == nil {
+			defer w.close()
+			// The state read after the pidfd was opened still names the
+			// same init (the provider checks its pid and start time), so
+			// the pidfd is the init's.
+			again, err := s.cfg.Runtime.State(ctx, id)
+			if err != nil {
+				return false, s.mapErr(ctx, err)
+			}
+			if again.Status == provider.StatusStopped {
+				return true, nil
+			}
+			if again.Pid == st.Pid {
+				if _, err := w.wait(ctx, deadline); err != nil {
+					return false, wire.Wrap(wire.CodeInternal, "stop ended with the op", context.Cause(ctx))
+				}
+			}
+		}
+	}
+	return s.pollStopped(ctx, id, deadline)
+}
+
+// pollStopped reads id's state until it is stopped or deadline passes.
+func (s *Server) pollStopped(ctx context.Context, id string, deadline time.Time) (bool, error) {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	// Most inits exit within milliseconds of their signal: poll at 2 ms
 	// first and back off to pollEvery, so a prompt exit is seen promptly

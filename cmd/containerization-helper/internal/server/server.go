@@ -136,36 +136,34 @@ func (s *Server) Close() error {
 func (s *Server) InFlight() int { return s.inflight.count() }
 
 // Ops returns the helper's op table: every op needs the client role, the
-// mutations need an idempotency key, and every op is audited (a
-// before/after pair for the mutations and op.cancel).
+// mutations need an idempotency key, and every op is audited: a
+// before/after pair for the mutations (audited: its syncs overlap the
+// store's writes) and op.cancel (daemon.AuditOps), one record for the
+// others.
 func (s *Server) Ops() []rpc.Op {
 	roles := []rpc.Role{helperapi.RoleClient}
-	op := func(name string, h rpc.Handler, idem bool) rpc.Op {
-		h = s.cancellable(h)
-		if idem {
-			h = s.durableIdem(h)
-		}
-		return rpc.Op{Name: name, Roles: roles, Handler: h, IdemRequired: idem}
+	op := func(name string, h rpc.Handler) rpc.Op {
+		return rpc.Op{Name: name, Roles: roles, Handler: s.cancellable(h)}
 	}
-	ops := []rpc.Op{
-		op(helperapi.OpNegotiate, s.negotiate, false),
-		op(helperapi.OpObserve, s.observe, false),
-		op(helperapi.OpEvidence, s.evidence, false),
-		op(helperapi.OpUsage, s.usage, false),
-		op(helperapi.OpLogs, s.logs, false),
-		op(helperapi.OpPlan, s.plan, false),
-		op(helperapi.OpCreate, s.create, true),
-		op(helperapi.OpStart, s.start, true),
-		op(helperapi.OpRestart, s.restart, true),
-		op(helperapi.OpDelete, s.delete, true),
-		{Name: helperapi.OpCancel, Roles: roles, Handler: s.cancel},
+	mutation := func(name string, h rpc.Handler) rpc.Op {
+		return rpc.Op{Name: name, Roles: roles, Handler: s.audited(s.durableIdem(s.cancellable(h))), IdemRequired: true}
+	}
+	ops := daemon.AuditOps(s.cfg.Audit, s.log, map[string]bool{helperapi.OpCancel: true}, auditFields,
+		op(helperapi.OpNegotiate, s.negotiate),
+		op(helperapi.OpObserve, s.observe),
+		op(helperapi.OpEvidence, s.evidence),
+		op(helperapi.OpUsage, s.usage),
+		op(helperapi.OpLogs, s.logs),
+		op(helperapi.OpPlan, s.plan),
+		rpc.Op{Name: helperapi.OpCancel, Roles: roles, Handler: s.cancel},
 		s.health(),
-	}
-	mutating := map[string]bool{helperapi.OpCancel: true}
-	for _, m := range helperapi.MutatingOps {
-		mutating[m] = true
-	}
-	return daemon.AuditOps(s.cfg.Audit, s.log, mutating, auditFields, ops...)
+	)
+	return append(ops,
+		mutation(helperapi.OpCreate, s.create),
+		mutation(helperapi.OpStart, s.start),
+		mutation(helperapi.OpRestart, s.restart),
+		mutation(helperapi.OpDelete, s.delete),
+	)
 }
 
 // auditFields draws the non-secret identifiers from a request body: the

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// pidWaiter is unavailable here: the helper runs on Linux only.
+type pidWaiter struct{}
+
+// openPidWaiter fails: there is no pidfd on this platform.
+func openPidWaiter(int) (*pidWaiter, error) {
+	return nil, errors.New("server: no pidfd on this platform")
+}
+
+func (*pidWaiter) wait(context.Context, time.Time) (bool, error) { return false, nil }
+func (*pidWaiter) close()                                        {}
