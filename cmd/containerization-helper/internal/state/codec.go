@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"hostkit.dev/lib/wire"
@@ -49,6 +50,11 @@ type idemJSON struct {
 	Result      []byte `json:"result"`
 	CreatedMS   int64  `json:"created_ms"`
 	ExpiresMS   int64  `json:"expires_ms"`
+	// enc is the record's JSON, made at its first encode: a record is
+	// never changed in place (a put replaces it), so every later write of
+	// the document copies these bytes instead of encoding (and base64-ing)
+	// the record again.
+	enc []byte
 }
 
 type planJSON struct {
@@ -79,16 +85,62 @@ func newDoc(project string, nowMS int64) *doc {
 	}
 }
 
-// encode renders d deterministically and compactly (encoding/json sorts
-// map keys; the idempotency list is kept sorted by key). Compact, not
-// indented: every durable write carries the whole document, and
+// encode renders d deterministically and compactly: the bytes
+// json.Marshal gives (it sorts map keys; the idempotency list is kept
+// sorted by key), with each idempotency record's JSON made once and
+// reused (idemJSON.enc), since every durable write carries the whole
+// document and those records are most of it. Compact, not indented:
 // MarshalIndent costs twice the time and a third more bytes.
 func (d *doc) encode() ([]byte, error) {
-	b, err := json.Marshal(d)
+	fences, err := json.Marshal(d.Fences)
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	plans, err := json.Marshal(d.Plans)
+	if err != nil {
+		return nil, err
+	}
+	conts, err := json.Marshal(d.Containers)
+	if err != nil {
+		return nil, err
+	}
+	project, err := json.Marshal(d.Project)
+	if err != nil {
+		return nil, err
+	}
+	n := len(fences) + len(plans) + len(conts) + len(project) + 160
+	for i := range d.Idempotency {
+		r := &d.Idempotency[i]
+		if r.enc == nil {
+			if r.enc, err = json.Marshal(r); err != nil {
+				return nil, err
+			}
+		}
+		n += len(r.enc) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"schema":`...)
+	b = strconv.AppendInt(b, int64(d.Schema), 10)
+	b = append(append(b, `,"project":`...), project...)
+	b = strconv.AppendUint(append(b, `,"generation":`...), d.Generation, 10)
+	b = strconv.AppendInt(append(b, `,"created_ms":`...), d.CreatedMS, 10)
+	b = append(append(b, `,"fences":`...), fences...)
+	b = append(b, `,"idempotency":`...)
+	if d.Idempotency == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range d.Idempotency {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, d.Idempotency[i].enc...)
+		}
+		b = append(b, ']')
+	}
+	b = append(append(b, `,"plans":`...), plans...)
+	b = append(append(b, `,"containers":`...), conts...)
+	return append(b, '}', '\n'), nil
 }
 
 // decodeDoc decodes and validates state.json. Errors:
