@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"net"
 	"os"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // idempotent ops for the records' 24 h life.
 func TestAdversarialIdemFloodIsPerPeer(t *testing.T) {
 	is := is.New(t)
-	s := newIdemStore(time.Hour, 4)
+	s := newIdemStore(time.Hour, 4, idemMaxBytes)
 	now := time.Now()
 	for i := range 4 {
 		_, first, err := s.begin(idemKey{uid: 1, op: "health", key: string(rune('a' + i))}, nil, now)
@@ -33,6 +34,40 @@ func TestAdversarialIdemFloodIsPerPeer(t *testing.T) {
 	_, first, err = s.begin(idemKey{uid: 1, op: "health", key: "z"}, nil, now.Add(2*time.Hour))
 	is.NoErr(err)
 	is.True(first)
+}
+
+// Large answers cannot grow the store past a peer's byte quota: the
+// peer's oldest finished records go first, other peers keep theirs, and a
+// waiter on an evicted record still gets its answer.
+func TestAdversarialIdemBytesPerPeer(t *testing.T) {
+	is := is.New(t)
+	s := newIdemStore(time.Hour, 100, 3000)
+	now := time.Now()
+	put := func(uid uint32, key string, n int, at time.Time) *idemEntry {
+		k := idemKey{uid: uid, op: "container.delete", key: key}
+		e, first, err := s.begin(k, []byte(key), at)
+		is.NoErr(err)
+		is.True(first)
+		s.finish(k, e, make([]byte, n), nil)
+		return e
+	}
+	put(2, "other", 2000, now)
+	first := put(1, "a", 1000, now)
+	put(1, "b", 1000, now.Add(time.Second))
+	put(1, "c", 1000, now.Add(2*time.Second))
+	is.Equal(s.bytes[1], int64(3000)) // at the quota: nothing evicted
+	put(1, "d", 1500, now.Add(3*time.Second))
+	is.Equal(s.bytes[1], int64(2500)) // a and b went, oldest first
+	_, ok := s.entries[idemKey{uid: 1, op: "container.delete", key: "a"}]
+	is.True(!ok)
+	_, ok = s.entries[idemKey{uid: 1, op: "container.delete", key: "c"}]
+	is.True(ok)
+	is.Equal(s.bytes[2], int64(2000)) // another peer's records stay
+	body, werr := first.wait(context.Background())
+	is.True(werr == nil)
+	is.Equal(len(body), 1000) // an evicted record's waiters still had their answer
+	put(1, "huge", 5000, now.Add(4*time.Second))
+	is.Equal(s.bytes[1], int64(0)) // an answer over the quota is not kept at all
 }
 
 // Likewise for request ids: a peer that sends many fresh ids with far

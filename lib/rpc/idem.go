@@ -30,20 +30,31 @@ type idemEntry struct {
 // with a key runs; a concurrent or later one with the same body waits for
 // and gets the same answer; one with another body is refused.
 //
-// The cap max applies per peer UID: one peer that floods the store with
-// fresh keys exhausts only its own quota, never another peer's (only role
-// holders reach the store, so the total stays bounded by the role table).
+// The caps apply per peer UID: max records and maxBytes of stored
+// answers. One peer that floods the store with fresh keys exhausts only
+// its own quota, never another peer's (only role holders reach the store,
+// so the total stays bounded by the role table). A peer whose answers pass
+// maxBytes loses its oldest finished records first, as if they had
+// expired: a retry under an evicted key runs the op again, so an op whose
+// answers are large and whose retries must not repeat it keeps its own
+// durable record (the containerization-helper does).
 type idemStore struct {
-	mu      sync.Mutex
-	entries map[idemKey]*idemEntry
-	perUID  map[uint32]int // live entries per peer uid
-	ttl     time.Duration
-	max     int // per uid
-	sweep   time.Time
+	mu       sync.Mutex
+	entries  map[idemKey]*idemEntry
+	perUID   map[uint32]int   // live entries per peer uid
+	bytes    map[uint32]int64 // bytes of stored answers per peer uid
+	ttl      time.Duration
+	max      int   // records per uid
+	maxBytes int64 // answer bytes per uid
+	sweep    time.Time
 }
 
-func newIdemStore(ttl time.Duration, max int) *idemStore {
-	return &idemStore{entries: make(map[idemKey]*idemEntry), perUID: make(map[uint32]int), ttl: ttl, max: max}
+// idemMaxBytes is the default answer-byte quota per peer (64 MiB).
+const idemMaxBytes = 64 << 20
+
+func newIdemStore(ttl time.Duration, max int, maxBytes int64) *idemStore {
+	return &idemStore{entries: make(map[idemKey]*idemEntry), perUID: make(map[uint32]int), bytes: make(map[uint32]int64),
+		ttl: ttl, max: max, maxBytes: maxBytes}
 }
 
 // begin looks up k. It returns (entry, true) when this caller must run the
@@ -82,14 +93,41 @@ func (s *idemStore) begin(k idemKey, body []byte, now time.Time) (*idemEntry, bo
 	return e, true, nil
 }
 
-// remove deletes k's record and its count; s.mu is held.
+// remove deletes k's record, its count and its bytes; s.mu is held.
 func (s *idemStore) remove(k idemKey) {
-	if _, ok := s.entries[k]; !ok {
+	e, ok := s.entries[k]
+	if !ok {
 		return
 	}
 	delete(s.entries, k)
 	if s.perUID[k.uid]--; s.perUID[k.uid] <= 0 {
 		delete(s.perUID, k.uid)
+	}
+	if s.bytes[k.uid] -= int64(len(e.body)); s.bytes[k.uid] <= 0 {
+		delete(s.bytes, k.uid)
+	}
+}
+
+// evictOver removes uid's oldest finished records (by expiry) until its
+// stored answers fit maxBytes; s.mu is held. The scan is over the whole
+// store, so it runs only when a peer is over its quota.
+func (s *idemStore) evictOver(uid uint32) {
+	for s.bytes[uid] > s.maxBytes {
+		var oldest idemKey
+		var at time.Time
+		found := false
+		for k, e := range s.entries {
+			if k.uid != uid || len(e.body) == 0 {
+				continue
+			}
+			if !found || e.expires.Before(at) {
+				oldest, at, found = k, e.expires, true
+			}
+		}
+		if !found {
+			return
+		}
+		s.remove(oldest)
 	}
 }
 
@@ -103,6 +141,10 @@ func (s *idemStore) finish(k idemKey, e *idemEntry, body []byte, err *wire.Error
 		}
 	}
 	e.body, e.err = body, err
+	if s.entries[k] == e {
+		s.bytes[k.uid] += int64(len(body))
+		s.evictOver(k.uid)
+	}
 	s.mu.Unlock()
 	close(e.done)
 }

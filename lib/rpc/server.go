@@ -124,7 +124,7 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 		cfg:    cfg,
 		ops:    make(map[string]*Op, len(ops)),
 		replay: newReplayCache(1 << 20),
-		idem:   newIdemStore(cfg.IdemTTL, 1<<16),
+		idem:   newIdemStore(cfg.IdemTTL, 1<<16, idemMaxBytes),
 		sem:    make(chan struct{}, cfg.MaxConns),
 		// A peer without any role only ever gets peer.denied; it gets a
 		// small pool of its own, so idle connections from users who may
