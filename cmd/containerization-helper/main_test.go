@@ -82,6 +82,9 @@ func clientMain(sock string) int {
 	defer cancel()
 	c := rpc.NewClient(sock, 10*time.Second)
 	defer c.Close()
+	if layout := os.Getenv(envLayout); layout != "" {
+		return layoutClient(ctx, helperapi.NewClient(c), layout, os.Getenv(envLayoutOp))
+	}
 	_, err := helperapi.NewClient(c).Health(ctx)
 	if err != nil {
 		fmt.Println(wire.CodeOf(err))

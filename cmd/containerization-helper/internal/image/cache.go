@@ -59,11 +59,11 @@ func (u *Unpacker) prepare(ctx context.Context, req Request, cacheRoot string) (
 		return nil, err
 	}
 	defer cache.Close()
-	ev, err := u.Verify(ctx, req.Layout, req.Manifest)
+	ev, err := u.VerifyFor(ctx, req.Reader, req.Layout, req.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	entry, err := u.rootfs(ctx, cache, cacheRoot, req.Layout, ev.ManifestDigest)
+	entry, err := u.rootfs(ctx, cache, cacheRoot, req.Layout, req.Reader, ev.ManifestDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -101,14 +101,14 @@ func (u *Unpacker) prepare(ctx context.Context, req Request, cacheRoot string) (
 
 // rootfs returns the open cache entry for manifest, filling it first when
 // it does not exist, and marks it used.
-func (u *Unpacker) rootfs(ctx context.Context, cache *os.File, cacheRoot, layout string, manifest digest.Digest) (*os.File, error) {
+func (u *Unpacker) rootfs(ctx context.Context, cache *os.File, cacheRoot, layout string, r *Reader, manifest digest.Digest) (*os.File, error) {
 	name := manifest.Encoded()
 	unlock := u.fills.lock(name)
 	defer unlock()
 	cfd := int(cache.Fd())
 	entry, err := openEntry(cfd, name, manifest)
 	if errors.Is(err, errNoEntry) {
-		entry, err = u.fill(ctx, cfd, cacheRoot, layout, manifest)
+		entry, err = u.fill(ctx, cfd, cacheRoot, layout, r, manifest)
 	}
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func openEntry(cfd int, name string, manifest digest.Digest) (*os.File, error) {
 
 // fill unpacks manifest from layout into a new cache entry (see Prepare)
 // and returns it open.
-func (u *Unpacker) fill(ctx context.Context, cfd int, cacheRoot, layout string, manifest digest.Digest) (*os.File, error) {
+func (u *Unpacker) fill(ctx context.Context, cfd int, cacheRoot, layout string, r *Reader, manifest digest.Digest) (*os.File, error) {
 	fillName := cacheFillPrefix + randHex(8)
 	kept := false
 	defer func() {
@@ -148,7 +148,7 @@ func (u *Unpacker) fill(ctx context.Context, cfd int, cacheRoot, layout string, 
 			os.RemoveAll(filepath.Join(cacheRoot, fillName))
 		}
 	}()
-	if _, _, err := u.stageAndUnpack(ctx, cfd, cacheRoot, layout, manifest, fillName); err != nil {
+	if _, _, err := u.stageAndUnpack(ctx, cfd, cacheRoot, layout, r, manifest, fillName); err != nil {
 		return nil, err
 	}
 	f, err := openAt(cfd, fillName, true, CodeUnpackFailed)

@@ -59,6 +59,15 @@
 // are unpacked are always hashed as they are copied. PruneCache and
 // CacheEntryOf let the owner drop entries nothing uses.
 //
+// Reading for a peer (Reader; VerifyFor, Request.Reader). The helper runs
+// as root; for a non-root peer it reads a layout only as far as that peer
+// could read it itself (search on every directory of the path, read and
+// search on the layout, read on each file it opens; POSIX mode bits, ACL
+// grants not honoured), checked by fstat on each descriptor it opens and
+// then uses. A missing layout or file and one the peer may not read give
+// the same code and message. ReaderOf builds the Reader from the
+// connection's credentials and /proc/<pid>/status.
+//
 // Every error is a *wire.Error with one of the codes below (or procexec's
 // codes inside CodeUnpackFailed's cause).
 package image
@@ -70,7 +79,7 @@ const (
 	// given.
 	CodeAmbiguous = "image.ambiguous"
 	// CodeBlobMissing: a blob the manifest or index names is not in the
-	// layout.
+	// layout (for a non-root Reader: or it may not read it).
 	CodeBlobMissing = "image.blob_missing"
 	// CodeBlobUnsafe: a blob, blobs/ or blobs/sha256/ is a symlink, or not
 	// a regular file / directory.
@@ -90,8 +99,9 @@ const (
 	// spec or this package's strict decoding (duplicate or unknown keys,
 	// wrong schemaVersion, malformed digest, inconsistent descriptors).
 	CodeInvalid = "image.invalid"
-	// CodeNotFound: the layout, its oci-layout or index.json is missing,
-	// the index is empty, or no index entry has the requested digest.
+	// CodeNotFound: the layout, its oci-layout or index.json is missing
+	// (for a non-root Reader: or it may not read it), the index is empty,
+	// or no index entry has the requested digest.
 	CodeNotFound = "image.not_found"
 	// CodePathUnsafe: the bundle root or name is not safe (relative,
 	// unclean, a symlink, not owned by this user, group/world writable, a

@@ -20,6 +20,7 @@ const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLO
 // opened through it.
 type layoutDir struct {
 	f *os.File
+	r *Reader // who it is read for; nil = the helper itself
 }
 
 // openLayout opens dir (an absolute or relative path; its last component
@@ -73,7 +74,7 @@ func openAt(dirfd int, name string, dir bool, missing string) (*os.File, error) 
 // readSmall reads the top-level file name (oci-layout, index.json) of at
 // most limit bytes. Errors: CodeNotFound, CodeBlobUnsafe, CodeTooLarge.
 func (l *layoutDir) readSmall(name string, limit int64) ([]byte, error) {
-	f, err := openAt(int(l.f.Fd()), name, false, CodeNotFound)
+	f, err := l.open(int(l.f.Fd()), name, false, CodeNotFound)
 	if err != nil {
 		return nil, err
 	}
@@ -91,17 +92,31 @@ func (l *layoutDir) readSmall(name string, limit int64) ([]byte, error) {
 // openBlob opens blobs/<alg>/<hex> for d, which checkDigest accepted.
 // Errors: CodeBlobMissing, CodeBlobUnsafe.
 func (l *layoutDir) openBlob(d digest.Digest) (*os.File, error) {
-	blobs, err := openAt(int(l.f.Fd()), "blobs", true, CodeBlobMissing)
+	blobs, err := l.open(int(l.f.Fd()), "blobs", true, CodeBlobMissing)
 	if err != nil {
 		return nil, err
 	}
 	defer blobs.Close()
-	alg, err := openAt(int(blobs.Fd()), d.Algorithm().String(), true, CodeBlobMissing)
+	alg, err := l.open(int(blobs.Fd()), d.Algorithm().String(), true, CodeBlobMissing)
 	if err != nil {
 		return nil, err
 	}
 	defer alg.Close()
-	return openAt(int(alg.Fd()), d.Encoded(), false, CodeBlobMissing)
+	return l.open(int(alg.Fd()), d.Encoded(), false, CodeBlobMissing)
+}
+
+// open is openAt inside the layout, checked for l's reader (Reader): for
+// a non-root reader a missing name and one it may not access give the
+// same error (missingErr).
+func (l *layoutDir) open(dirfd int, name string, dir bool, missing string) (*os.File, error) {
+	f, err := openAt(dirfd, name, dir, missing)
+	if err != nil {
+		if l.r != nil && errors.Is(err, unix.ENOENT) {
+			return nil, missingErr(name, missing, true, err)
+		}
+		return nil, err
+	}
+	return l.checkOpened(f, name, dir, missing)
 }
 
 // checkDigest accepts only a well-formed sha256 digest, whose encoded part

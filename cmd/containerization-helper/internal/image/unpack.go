@@ -104,6 +104,9 @@ type Request struct {
 	Name string
 	// Patch is applied to the bundle's config.json.
 	Patch Patch
+	// Reader is who Layout is read for (Reader): nil is the helper
+	// itself; a non-root reader gets only what it could read itself.
+	Reader *Reader
 }
 
 // Bundle is an unpacked, patched OCI runtime bundle.
@@ -144,7 +147,7 @@ func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
 			os.RemoveAll(filepath.Join(req.Root, name))
 		}
 	}()
-	ev, desc, err := u.stageAndUnpack(ctx, rfd, req.Root, req.Layout, req.Manifest, name)
+	ev, desc, err := u.stageAndUnpack(ctx, rfd, req.Root, req.Layout, req.Reader, req.Manifest, name)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +172,7 @@ func (u *Unpacker) unpack(ctx context.Context, req Request) (*Bundle, error) {
 // index with the one verified manifest under a random tag, and runs
 // `umoci unpack` of exactly that into root/target. It returns the evidence
 // and the manifest's descriptor; the caller removes root/target on error.
-func (u *Unpacker) stageAndUnpack(ctx context.Context, rfd int, root, layout string, manifest digest.Digest, target string) (*Evidence, v1.Descriptor, error) {
+func (u *Unpacker) stageAndUnpack(ctx context.Context, rfd int, root, layout string, r *Reader, manifest digest.Digest, target string) (*Evidence, v1.Descriptor, error) {
 	var none v1.Descriptor
 	stageName := cacheStagePrefix + randHex(8)
 	stage, err := newStage(rfd, stageName, u.limits.MaxUnpackedBytes)
@@ -178,7 +181,7 @@ func (u *Unpacker) stageAndUnpack(ctx context.Context, rfd int, root, layout str
 	}
 	defer os.RemoveAll(filepath.Join(root, stageName))
 	defer stage.Close()
-	l, err := openLayout(layout)
+	l, err := openLayoutFor(layout, r)
 	if err != nil {
 		return nil, none, err
 	}

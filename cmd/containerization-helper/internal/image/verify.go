@@ -116,7 +116,15 @@ func Verify(ctx context.Context, dir string, want digest.Digest, lim Limits) (*E
 // verification of unchanged files only opens and stats them. Errors: as
 // Verify.
 func (u *Unpacker) Verify(ctx context.Context, dir string, want digest.Digest) (*Evidence, error) {
-	l, err := openLayout(dir)
+	return u.VerifyFor(ctx, nil, dir, want)
+}
+
+// VerifyFor is Unpacker.Verify reading dir for r (Reader: as far as r
+// could read it itself; nil is the helper itself). Errors: as Verify; for
+// a non-root r, a layout path or file it may not read is the same error
+// as a missing one.
+func (u *Unpacker) VerifyFor(ctx context.Context, r *Reader, dir string, want digest.Digest) (*Evidence, error) {
+	l, err := openLayoutFor(dir, r)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,11 @@ type images struct {
 }
 
 func (im *images) Evidence(ctx context.Context, ref helperapi.ImageRef) (*helperapi.Evidence, error) {
-	ev, err := im.u.Verify(ctx, ref.Layout, digest.Digest(ref.ManifestDigest))
+	r, err := readerFrom(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := im.u.VerifyFor(ctx, r, ref.Layout, digest.Digest(ref.ManifestDigest))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +137,11 @@ func (im *images) Unpack(ctx context.Context, ref helperapi.ImageRef, bundle str
 		return wire.Errorf(CodePathUnsafe, "bundle is not under the helper's bundle root")
 	}
 	name := filepath.Base(bundle)
-	_, err := im.u.Prepare(ctx, image.Request{
+	r, err := readerFrom(ctx, false)
+	if err != nil {
+		return err
+	}
+	_, err = im.u.Prepare(ctx, image.Request{
 		Layout:   ref.Layout,
 		Manifest: digest.Digest(ref.ManifestDigest),
 		Root:     im.bundles,
@@ -141,6 +149,7 @@ func (im *images) Unpack(ctx context.Context, ref helperapi.ImageRef, bundle str
 		// An image's labels become annotations: none may claim ownership.
 		Patch: image.Patch{Args: p.Args, Env: p.Env, Annotations: p.Annotations, OwnedPrefix: "dev.hostkit.",
 			CgroupsPath: cgroupParent + "/" + name},
+		Reader: r,
 	}, im.cache)
 	return err
 }

@@ -189,7 +189,8 @@ func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	ref := helperapi.ImageRef{Layout: p.Layout, ManifestDigest: p.ManifestDigest}
 	patch := BundlePatch{Args: p.Command, Env: p.Env, Annotations: annotations(p, s.cfg.Store.ProjectID())}
-	if err := s.cfg.Images.Unpack(ctx, ref, rec.Bundle, patch); err != nil {
+	// The layout is read as the peer, as its plan read it (image.Reader).
+	if err := s.cfg.Images.Unpack(withPeer(ctx, call.Peer), ref, rec.Bundle, patch); err != nil {
 		s.undoCreate(ctx, rec, false)
 		return nil, err
 	}
@@ -440,11 +441,12 @@ func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := s.cfg.Runtime.Delete(ctx, id, g.plan.Force); err != nil && wire.CodeOf(err) != CodeNotFound {
 		return nil, s.mapErr(ctx, err)
 	}
+	answer := s.deleteAnswer(id) // logtail.go: the console log's tail, read before it goes
 	s.removeFiles(id, st.Bundle)
 	if err := s.dropRecord(ctx, id); err != nil {
 		s.log.Warn("helper.delete_cleanup", slog.String("container_id", id), slog.String("code", wire.CodeOf(err)))
 	}
-	return &helperapi.DeleteResponse{ContainerID: id, Deleted: true}, nil
+	return answer, nil
 }
 
 // forget removes a deleted container's bundle (only when it is the

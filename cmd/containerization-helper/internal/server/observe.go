@@ -139,7 +139,7 @@ func (s *Server) evidence(ctx context.Context, call *rpc.Call) (any, error) {
 	if req.ManifestDigest != "" && !validDigest(req.ManifestDigest) {
 		return nil, invalid("manifest_digest must be sha256:<64 hex>")
 	}
-	return s.cfg.Images.Evidence(ctx, req)
+	return s.cfg.Images.Evidence(withPeer(ctx, call.Peer), req)
 }
 
 // ownedByProject reads id's state and checks only the project

@@ -11,9 +11,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"hostkit.dev/cmd/containerization-helper/internal/image"
 	"hostkit.dev/cmd/containerization-helper/internal/state"
 	"hostkit.dev/lib/api/helperapi"
 	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/sock"
 	"hostkit.dev/lib/wire"
 )
 
@@ -49,7 +51,7 @@ func (s *Server) plan(ctx context.Context, call *rpc.Call) (any, error) {
 		if err := checkCreate(&req); err != nil {
 			return nil, err
 		}
-		if _, err := s.cfg.Images.Evidence(ctx, *req.Image); err != nil {
+		if _, err := s.cfg.Images.Evidence(withPeer(ctx, call.Peer), *req.Image); err != nil {
 			return nil, err
 		}
 		if p.ContainerID, err = newContainerID(); err != nil {
@@ -179,4 +181,30 @@ func (s *Server) takePlan(call *rpc.Call, kind string, req *helperapi.MutationRe
 		return nil, wire.Errorf(helperapi.CodePlanMismatch, "the plan does not confirm this %s", call.Op)
 	}
 	return p, nil
+}
+
+// peerKey is the context key under which withPeer hands Images the peer
+// an image layout is read for.
+type peerKey struct{}
+
+// withPeer returns ctx naming p as the peer an image layout is read for:
+// the layout is read only as far as p could read it itself
+// (image.Reader). Images.Evidence refuses a ctx without one.
+func withPeer(ctx context.Context, p sock.Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// readerFrom returns the image.Reader for ctx's peer (nil for root).
+// Without a peer it returns nil when need is false (the helper's own
+// read), and fails when need is set. Errors:
+// image.CodeNotFound (see image.ReaderOf), internal (no peer).
+func readerFrom(ctx context.Context, need bool) (*image.Reader, error) {
+	p, ok := ctx.Value(peerKey{}).(sock.Peer)
+	if !ok {
+		if need {
+			return nil, wire.Errorf(wire.CodeInternal, "no peer to read the image layout for")
+		}
+		return nil, nil
+	}
+	return image.ReaderOf(p.UID, p.GID, p.PID)
 }
