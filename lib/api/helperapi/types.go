@@ -153,10 +153,30 @@ type MutationRequest struct {
 	PlanHash    string  `msgpack:"plan_hash"`
 }
 
-// DeleteResponse reports a deletion.
+// DeleteResponse reports a deletion. It carries the tail of the
+// container's console log (stdout and stderr), read after the container
+// stopped (a forced delete's SIGTERM grace included) and before the log
+// was removed with it, so a caller keeps what the container wrote while
+// it stopped; container.logs can no longer read it once the delete is
+// done. Adding these fields is wire-compatible: an older helper sends
+// none of them (HasLogTail false).
 type DeleteResponse struct {
 	ContainerID string `msgpack:"container_id"`
 	Deleted     bool   `msgpack:"deleted"`
+	// HasLogTail reports that LogTail is the console log's tail (empty
+	// when the container wrote nothing). It is false from a helper that
+	// predates log_tail, when the log could not be read (the delete still
+	// happened; the helper logs helper.delete_log_unread), and in an
+	// answer replayed from the helper's state store (a retry after the
+	// helper restarted): the answer kept there omits the tail (a kept
+	// answer is at most 64 KiB). A caller that needs the output copies it
+	// (container.logs) before the delete as a fallback.
+	HasLogTail bool `msgpack:"has_log_tail"`
+	// LogTail is the last MaxLogBytes (1 MiB) at most of the console log.
+	LogTail []byte `msgpack:"log_tail"`
+	// LogTruncated: the log was longer than LogTail (its first part is
+	// not in the answer).
+	LogTruncated bool `msgpack:"log_truncated"`
 }
 
 // CancelRequest names an in-flight op of the same peer user, by its

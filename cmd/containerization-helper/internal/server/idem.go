@@ -115,7 +115,7 @@ func (s *Server) answerOf(ctx context.Context, v any, err error) ([]byte, bool) 
 		}
 		r.Code, r.Msg, r.Retry = we.Code, we.Msg, string(we.Retry)
 	} else {
-		b, merr := wire.Marshal(v)
+		b, merr := wire.Marshal(replayAnswer(v)) // logtail.go: a delete's log tail is not kept
 		if merr != nil {
 			return nil, false
 		}

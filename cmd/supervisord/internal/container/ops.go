@@ -11,8 +11,6 @@ import (
 	"hostkit.dev/lib/api/helperapi"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
-
-	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
 // Spec is what a container instance runs: the image (layout and manifest
@@ -153,15 +151,19 @@ func (rt *Runtime) StatusOf(ctx context.Context, dir, id string) (*Record, Statu
 // SIGKILL wait (10 s) and the delete itself.
 const stopGrace = 30 * time.Second
 
-// Stop deletes instance id's container: its console log (its last MiB)
-// is first copied to dir's output.log (the helper removes it with the
-// container), then a forced delete is planned with stopTimeoutMS and
-// carried out (the helper kills the container's processes and deletes
-// it; docs/supervisord.md "runtime: container" says what it does with the
-// stop timeout today). A container that is already gone counts as
-// deleted. It is not bounded by
-// ctx's cancellation (a stop always finishes), only by the stop timeout
-// plus a grace. Errors: runtime.unavailable.
+// Stop deletes instance id's container: a forced delete is planned with
+// stopTimeoutMS and carried out (the helper stops the container —
+// SIGTERM, up to the stop timeout, SIGKILL — and deletes it with its
+// console log). The delete's answer carries the console log's last MiB,
+// read after the container stopped, and it becomes dir's output.log, so
+// what the container wrote while it handled SIGTERM is kept. Before the
+// delete the log is also copied there (container.logs), as the fallback
+// for an answer without a tail: a helper that predates log_tail, or an
+// answer replayed after a crash of supervisord mid-delete once the helper
+// restarted too (it keeps no tail in its state store). A container that
+// is already gone counts as deleted. It is not bounded by ctx's
+// cancellation (a stop always finishes), only by the stop timeout plus a
+// grace. Errors: runtime.unavailable.
 func (rt *Runtime) Stop(ctx context.Context, dir, id string, stopTimeoutMS int64) (*Record, error) {
 	rec, err := load(dir)
 	if err != nil {
@@ -186,9 +188,12 @@ func (rt *Runtime) Stop(ctx context.Context, dir, id string, stopTimeoutMS int64
 		return rec, rec.Save(dir)
 	}
 	if !rec.Deleted() {
-		// Copied at every attempt: a retried stop keeps the latest output.
+		// The fallback copy, written before the delete so that a crash
+		// of supervisord during it still leaves the output; replaced by
+		// the answer's tail (session.done). Copied at every attempt: a
+		// retried stop keeps the latest output.
 		if l, err := s.c.Logs(ctx, &helperapi.LogsRequest{ContainerID: rec.ContainerID, MaxBytes: helperapi.MaxLogBytes}); err == nil {
-			if err := store.WriteFile(filepath.Join(dir, FileLog), l.Data, 0o600); err == nil {
+			if err := keepLog(dir, l.Data); err == nil {
 				rec.LogSaved = true
 			}
 		}

@@ -31,7 +31,8 @@ const (
 	// atomically and durably).
 	FileRecord = "container.json"
 	// FileLog is the instance's output log (store.FileLog): a stop keeps
-	// the container's console log there before the helper deletes it.
+	// the container's console log there (the delete answer's log tail,
+	// or the copy taken before the delete).
 	FileLog = store.FileLog
 )
 
@@ -61,7 +62,7 @@ type Record struct {
 	Done        []string `json:"done,omitempty"`       // steps carried out (Step*)
 	Attempts    int      `json:"attempts,omitempty"`   // plans made in all: part of each idempotency key
 	Pending     *Pending `json:"pending,omitempty"`    // the mutation in flight, saved before it is sent
-	LogSaved    bool     `json:"log_saved,omitempty"`  // the console log was copied to FileLog (before the delete)
+	LogSaved    bool     `json:"log_saved,omitempty"`  // the console log was copied to FileLog (before or by the delete)
 	CreatedAt   int64    `json:"created_at,omitempty"` // Unix ms, from the helper
 }
 

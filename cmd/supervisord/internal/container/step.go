@@ -9,14 +9,17 @@ import (
 )
 
 // answer decodes any mutation's answer: a helperapi.Container (create,
-// start) or a helperapi.DeleteResponse (delete). Fields in bytewise order
-// of their keys.
+// start) or a helperapi.DeleteResponse (delete, with the console log's
+// tail). Fields in bytewise order of their keys.
 type answer struct {
-	ContainerID string `msgpack:"container_id"`
-	CreatedAt   int64  `msgpack:"created_at"`
-	Deleted     bool   `msgpack:"deleted"`
-	Pid         int64  `msgpack:"pid"`
-	Status      string `msgpack:"status"`
+	ContainerID  string `msgpack:"container_id"`
+	CreatedAt    int64  `msgpack:"created_at"`
+	Deleted      bool   `msgpack:"deleted"`
+	HasLogTail   bool   `msgpack:"has_log_tail"`
+	LogTail      []byte `msgpack:"log_tail"`
+	LogTruncated bool   `msgpack:"log_truncated"`
+	Pid          int64  `msgpack:"pid"`
+	Status       string `msgpack:"status"`
 }
 
 // CodeContainerNotFound is the helper's code for an id its runtime root
@@ -54,6 +57,10 @@ func (s *session) done(step string, a *answer) {
 		r.ContainerID, r.CreatedAt = a.ContainerID, a.CreatedAt
 	case StepStart:
 		r.PID = a.Pid
+	case StepDelete:
+		if a.HasLogTail && keepLog(s.dir, a.LogTail) == nil { // logcopy.go
+			r.LogSaved = true
+		}
 	}
 	if !r.done(step) {
 		r.Done = append(r.Done, step)
