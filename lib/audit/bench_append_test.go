@@ -2,7 +2,9 @@ package audit
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	"hostkit.dev/lib/redact"
 )
@@ -48,4 +50,45 @@ func BenchmarkAppendFsyncParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEncodeEgress measures the CPU part of appending an egressd
+// after record (the proxy's Fields and the pipeline's typed Attrs),
+// without the write: Op, Code and Corr scrubbed, the tail encoded and
+// scrubbed, the line framed, checked for registered values (four
+// registered credentials) and hashed.
+func BenchmarkEncodeEgress(b *testing.B) {
+	s := redact.NewScrubber()
+	for _, v := range []string{"ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx",
+		"xoxb-1234567890-0987654321-abcdefghij", "AKIAIOSFODNN7EXAMPLE"} {
+		s.Register([]byte(v))
+	}
+	l, err := Open(Options{Dir: b.TempDir(), Daemon: "egressd", Fsync: FsyncNever, Scrubber: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	fields := map[string]any{"via": "tcp", "tunnel": "api.github.com:443"}
+	attrs := []slog.Attr{slog.String("address", "140.82.112.6:443"), slog.Any("attached", []string{"gh"}),
+		slog.Uint64("bytes_in", 5123), slog.Uint64("bytes_out", 120), slog.Int64("duration_ms", 3),
+		slog.String("invocation", "inv-3f2c9a"), slog.String("method", "GET"), slog.String("origin", "https://api.github.com"),
+		slog.String("path", "/repos/hostkit/hostkit/pulls?state=open&per_page=50"), slog.Int("status", 200)}
+	tm := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+	b.ReportAllocs()
+	var buf, line []byte
+	for b.Loop() {
+		r := Record{Actor: Actor{UID: 1000, PID: 4242}, Op: "egress.request", Phase: PhaseAfter, Outcome: OutcomeOK,
+			Corr: "c-9f1e2d", Fields: fields, Attrs: attrs}
+		r.Op, r.Code, r.Corr = l.text(r.Op), l.text(r.Code), l.text(r.Corr)
+		var ok bool
+		if buf, ok = l.appendTail(buf[:0], &r, 41); !ok {
+			b.Fatal("general path")
+		}
+		line, _ = appendHead(line[:0], 42, tm)
+		line = appendPrev(append(line, buf...), ZeroPrev)
+		if s.Contains(line) {
+			b.Fatal("registered value")
+		}
+		_ = hashLine(line)
+	}
 }

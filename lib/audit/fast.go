@@ -16,12 +16,34 @@ const keyBeforeSeq = "before_seq"
 // the registered values.
 func (l *Log) text(s string) string { return l.opts.Scrubber.Scrub(redact.String(s)) }
 
+// cleanKey reports whether l.text(k) == k, remembered per key (Log.keys)
+// while the Scrubber's registrations stay the same.
+func (l *Log) cleanKey(k string) bool {
+	if l.keys == nil {
+		return l.text(k) == k
+	}
+	return l.keys.Clean(k)
+}
+
+// constText is text for strings that are mostly constants, such as ops
+// and error codes: their checks are remembered as a key's are (cleanKey).
+// Per-request strings (Corr, values) must not go through it, as they
+// would fill the key cache.
+func (l *Log) constText(s string) string {
+	if l.cleanKey(s) {
+		return s
+	}
+	return l.text(s)
+}
+
 // appendTail appends the part of r's line that follows the time and
 // precedes prev — `,"daemon":…,"fields":{…}` — to b. Op, Code and Corr
 // must be scrubbed already; every field key and string value is scrubbed
 // here, as it is encoded straight from the caller's map and attributes
-// (no copy of the map, no second pass). beforeSeq > 0 adds the field
-// before_seq, replacing one of that name, as Pair.End does.
+// (no copy of the map, no second pass). Keys are checked through the key
+// cache (cleanKey): the same answer, without rechecking constant keys on
+// every record. beforeSeq > 0 adds the field before_seq, replacing one of
+// that name, as Pair.End does.
 //
 // The bytes are exactly those scrubRecord followed by marshalLine would
 // give (TestTailMatchesGeneralPath). ok is false, and b must be dropped,
@@ -37,13 +59,13 @@ func (l *Log) appendTail(b []byte, r *Record, beforeSeq uint64) (_ []byte, ok bo
 	var arr [24]field
 	fs := arr[:0]
 	for k, v := range r.Fields {
-		if !flatValue(v) || l.text(k) != k {
+		if !flatValue(v) || !l.cleanKey(k) {
 			return b, false
 		}
 		fs = append(fs, field{k: k, v: v})
 	}
 	for _, a := range r.Attrs {
-		if !flatAttr(a.Value) || l.text(a.Key) != a.Key {
+		if !flatAttr(a.Value) || !l.cleanKey(a.Key) {
 			return b, false
 		}
 		fs = append(fs, field{k: a.Key, a: a.Value, attr: true})

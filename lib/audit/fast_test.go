@@ -50,7 +50,8 @@ func TestTailMatchesGeneralPath(t *testing.T) {
 	t.Parallel()
 	sc := redact.NewScrubber()
 	sc.Register([]byte(canary))
-	l := &Log{opts: Options{Daemon: "egressd\u2028", Scrubber: sc}}
+	uncached := &Log{opts: Options{Daemon: "egressd\u2028", Scrubber: sc}}
+	cached := &Log{opts: uncached.opts, keys: redact.NewKeyCache(sc)}
 	hostile := "a\"b\\c\x00\x1f\n\t<>&\u2028\xff é"
 	tests := []struct {
 		name      string
@@ -90,17 +91,61 @@ func TestTailMatchesGeneralPath(t *testing.T) {
 		{"attr uids", Record{Op: "x", Outcome: OutcomeOK, Attrs: []slog.Attr{slog.Any("listener_uids", []uint32{0, 1000})}}, 2, false},
 		{"attr key scrubbed", Record{Op: "x", Outcome: OutcomeOK, Attrs: []slog.Attr{slog.String(canary, "v")}}, 0, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			is := is.New(t)
-			fast, ok, general := fastAndGeneral(t, l, tt.r, tt.beforeSeq)
-			is.Equal(ok, tt.fast)
-			if ok {
-				is.Equal(string(fast), string(general))
-			}
-			is.True(!bytes.Contains(general, []byte(canary)))
-		})
+	// Without a key cache, and with one: empty, then holding the keys.
+	for _, run := range []struct {
+		name string
+		l    *Log
+	}{{"uncached", uncached}, {"cache filling", cached}, {"cache filled", cached}} {
+		for _, tt := range tests {
+			t.Run(run.name+"/"+tt.name, func(t *testing.T) {
+				is := is.New(t)
+				fast, ok, general := fastAndGeneral(t, run.l, tt.r, tt.beforeSeq)
+				is.Equal(ok, tt.fast)
+				if ok {
+					is.Equal(string(fast), string(general))
+				}
+				is.True(!bytes.Contains(general, []byte(canary)))
+			})
+		}
 	}
+}
+
+// TestTailKeyRegisteredLater: a field key the fast path has seen clean
+// (and cached) is scrubbed once it is registered as a value — the record
+// takes the general path, which writes the key redacted — and is written
+// as it is again once unregistered.
+func TestTailKeyRegisteredLater(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	opts := testOpts(t)
+	opts.Scrubber = redact.NewScrubber()
+	l := mustOpen(t, opts)
+	ctx := context.Background()
+	r := Record{Op: "x", Outcome: OutcomeOK, Fields: map[string]any{"origin-name": "v"}, Attrs: []slog.Attr{slog.String("method-name", "GET")}}
+	_, err := l.Append(ctx, r)
+	is.NoErr(err)
+	unreg := opts.Scrubber.Register([]byte("origin-name"))
+	unreg2 := opts.Scrubber.Register([]byte("method-name"))
+	_, ok := l.appendTail(nil, &r, 0)
+	is.True(!ok) // keys now change under scrubbing: general path
+	_, err = l.Append(ctx, r)
+	is.NoErr(err)
+	unreg()
+	unreg2()
+	_, ok = l.appendTail(nil, &r, 0)
+	is.True(ok)
+	_, err = l.Append(ctx, r)
+	is.NoErr(err)
+	recs, err := ReadTail(opts.Dir, DefaultName, 3)
+	is.NoErr(err)
+	is.Equal(recs[0].Fields["origin-name"], "v")
+	is.Equal(len(recs[1].Fields), 1) // both keys became Redacted (which value stays is the general path's map order)
+	is.True(recs[1].Fields[redact.Redacted] == "GET" || recs[1].Fields[redact.Redacted] == "v")
+	is.Equal(recs[2].Fields["origin-name"], "v")
+	is.Equal(recs[2].Fields["method-name"], "GET")
+	data, err := os.ReadFile(filepath.Join(opts.Dir, DefaultName))
+	is.NoErr(err)
+	is.Equal(bytes.Count(data, []byte("origin-name")), 2)
 }
 
 // FuzzTail compares the two encoders on arbitrary keys and values.
@@ -110,12 +155,22 @@ func FuzzTail(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k, v, w string) {
 		sc := redact.NewScrubber()
 		sc.Register([]byte(canary))
-		l := &Log{opts: Options{Daemon: "d", Scrubber: sc}}
+		l := &Log{opts: Options{Daemon: "d", Scrubber: sc}, keys: redact.NewKeyCache(sc)}
 		r := Record{Op: v, Outcome: OutcomeOK, Corr: w, Fields: map[string]any{k: v, "l": []string{k, v, w}, "w": w},
 			Attrs: []slog.Attr{slog.String(w, k), slog.Any("l", []string{v}), slog.Int(k, len(v))}}
-		fast, ok, general := fastAndGeneral(t, l, r, uint64(len(k)))
-		if ok && !bytes.Equal(fast, general) {
-			t.Fatalf("fast    %s\ngeneral %s", fast, general)
+		for range 2 { // the key cache filling, then filled
+			fast, ok, general := fastAndGeneral(t, l, r, uint64(len(k)))
+			if ok && !bytes.Equal(fast, general) {
+				t.Fatalf("fast    %s\ngeneral %s", fast, general)
+			}
+		}
+		// A key registered as a value after it was cached takes the
+		// general path, which scrubs it.
+		defer sc.Register([]byte(k))()
+		if sc.Scrub(k) != k {
+			if _, ok := l.appendTail(nil, &r, 0); ok {
+				t.Fatalf("key %q registered, fast path still taken", k)
+			}
 		}
 	})
 }
@@ -172,4 +227,34 @@ func TestEndWith(t *testing.T) {
 	is.Equal(wire.CodeOf(err), CodeInvalid)
 	_, err = Verify(opts.Dir, DefaultName)
 	is.NoErr(err)
+}
+
+// TestOpRegisteredLater: an op and a code checked clean (and cached, as
+// constants) are scrubbed once a value in them is registered, and written
+// as they are again once it is unregistered.
+func TestOpRegisteredLater(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	opts := testOpts(t)
+	opts.Scrubber = redact.NewScrubber()
+	l := mustOpen(t, opts)
+	ctx := context.Background()
+	r := Record{Op: "lease.stage-name", Outcome: OutcomeError, Code: "lease.code-name"}
+	for _, register := range []bool{false, true, false} {
+		unreg := func() {}
+		if register {
+			u1, u2 := opts.Scrubber.Register([]byte("stage-name")), opts.Scrubber.Register([]byte("code-name"))
+			unreg = func() { u1(); u2() }
+		}
+		_, err := l.Append(ctx, r)
+		unreg()
+		is.NoErr(err)
+	}
+	recs, err := ReadTail(opts.Dir, DefaultName, 3)
+	is.NoErr(err)
+	is.Equal(recs[0].Op, "lease.stage-name")
+	is.Equal(recs[1].Op, "lease."+redact.Redacted)
+	is.Equal(recs[1].Code, "lease."+redact.Redacted)
+	is.Equal(recs[2].Op, "lease.stage-name")
+	is.Equal(recs[2].Code, "lease.code-name")
 }

@@ -74,8 +74,9 @@ type Log struct {
 	failed error  // sticky write failure
 	closed bool
 
-	line  []byte    // the last line's buffer, reused under mu
-	tails sync.Pool // *[]byte buffers for appendTail
+	line  []byte           // the last line's buffer, reused under mu
+	tails sync.Pool        // *[]byte buffers for appendTail
+	keys  *redact.KeyCache // field keys found clean (appendTail); nil: none kept
 
 	// Group commit (FsyncAlways): written counts lines written; synced
 	// (guarded by syncMu) counts lines known durable; files counts active
@@ -121,7 +122,7 @@ func Open(opts Options) (*Log, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, wire.Wrap(CodeIO, "cannot create the audit directory", err)
 	}
-	l := &Log{opts: opts, prev: ZeroPrev}
+	l := &Log{opts: opts, prev: ZeroPrev, keys: redact.NewKeyCache(opts.Scrubber)}
 	l.tails.New = func() any { b := make([]byte, 0, 512); return &b }
 	if err := l.resume(); err != nil {
 		return nil, err
@@ -302,7 +303,7 @@ func (l *Log) append(ctx context.Context, r Record, beforeSeq uint64) (uint64, u
 	if r.Op == "" || !validOutcome(r.Outcome) || !validPhase(r.Phase) {
 		return 0, 0, wire.Errorf(CodeInvalid, "record needs an op, a known outcome and a known phase")
 	}
-	r.Op, r.Code, r.Corr = l.text(r.Op), l.text(r.Code), l.text(r.Corr)
+	r.Op, r.Code, r.Corr = l.constText(r.Op), l.constText(r.Code), l.text(r.Corr)
 	bp := l.tails.Get().(*[]byte)
 	defer l.tails.Put(bp)
 	tail, fast := l.appendTail((*bp)[:0], &r, beforeSeq)

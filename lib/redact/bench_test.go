@@ -1,11 +1,13 @@
 package redact
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func benchScrubber() *Scrubber {
@@ -45,5 +47,40 @@ func BenchmarkHandlerClean(b *testing.B) {
 		l.Info("egress.decision", "decision", "allow", "reason", "ok", "invocation", "3f2c", "method", "GET",
 			"origin", "https://api.example.com", "path", "/v1/items", "address", "93.184.216.34:443",
 			"attached", 1, "status", 200, "bytes_out", 120, "bytes_in", 5123, "duration_ms", 3)
+	}
+}
+
+// nopHandler is an inner handler that does nothing, so that a benchmark
+// measures the redacting handler alone.
+type nopHandler struct{}
+
+func (nopHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (nopHandler) Handle(context.Context, slog.Record) error { return nil }
+func (h nopHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h nopHandler) WithGroup(string) slog.Handler           { return h }
+
+// BenchmarkHandlerDecisionOnly measures the redacting handler's own work
+// on egressd's decision line (built as pipeline.finish builds it), with
+// four registered credentials and an inner handler that does nothing.
+func BenchmarkHandlerDecisionOnly(b *testing.B) {
+	s := NewScrubber()
+	for _, v := range []string{"ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx",
+		"xoxb-1234567890-0987654321-abcdefghij", "AKIAIOSFODNN7EXAMPLE"} {
+		s.Register([]byte(v))
+	}
+	h := NewHandler(nopHandler{}, s)
+	ctx := context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := slog.NewRecord(now, slog.LevelInfo, "egress.decision", 0)
+		r.AddAttrs(slog.String("decision", "allow"), slog.String("reason", "ok"), slog.String("invocation", "inv-3f2c9a"),
+			slog.String("method", "GET"), slog.String("origin", "https://api.github.com"),
+			slog.String("path", "/repos/hostkit/hostkit/pulls?state=open&per_page=50"), slog.String("address", "140.82.112.6:443"),
+			slog.Int("attached", 1), slog.Int("status", 200), slog.Uint64("bytes_out", 120), slog.Uint64("bytes_in", 5123),
+			slog.Int64("duration_ms", 3), slog.String("corr", "c-9f1e2d"))
+		if err := h.Handle(ctx, r); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func FuzzScrub(f *testing.F) {
 // FuzzString checks that String never panics, is idempotent and never
 // grows text beyond the Redacted replacements it makes.
 func FuzzString(f *testing.F) {
-	for _, s := range []string{"password=hunter2", "Authorization: Bearer abc", "https://u:p@h",
+	for _, s := range []string{"password=hunter2", "Authorization: Bearer abc", "https://u:p@h", "x-API-Key: k", "PrIvAtE", "aut",
 		`{"token": "a\"b"}`, "Basic dXNlcjpwdw==", "?access_token=x&a=1"} {
 		f.Add(s)
 	}
@@ -45,6 +45,10 @@ func FuzzString(f *testing.F) {
 		if again := String(out); again != out {
 			t.Fatalf("String not idempotent: %q → %q → %q", in, out, again)
 		}
+		// The fragment search (pair table, switch) is a plain search.
+		if got, want := hasSensitiveFragment(in), naiveFragment(in); got != want {
+			t.Fatalf("hasSensitiveFragment(%q) = %v, want %v", in, got, want)
+		}
 		// The prefilter may only skip text that the rules leave alone.
 		if !mayNeedRedaction(in) {
 			if r := redactKeyValues(redactUserinfo(redactAuthSchemes(in))); r != in {
@@ -52,4 +56,19 @@ func FuzzString(f *testing.F) {
 			}
 		}
 	})
+}
+
+// naiveFragment is hasSensitiveFragment by brute force: ASCII-lowercase s,
+// then look for each fragment.
+func naiveFragment(s string) bool {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lower(c)
+	}
+	for _, f := range sensitiveFragments {
+		if strings.Contains(string(b), f) {
+			return true
+		}
+	}
+	return false
 }

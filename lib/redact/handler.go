@@ -31,13 +31,15 @@ const maxGroupDepth = 32
 // called: values registered with s later are not removed from them.
 // The handler is safe for concurrent use if inner is.
 func NewHandler(inner slog.Handler, s *Scrubber) slog.Handler {
-	return &handler{inner: inner, sc: s}
+	return &handler{inner: inner, sc: s, keys: NewKeyCache(s)}
 }
 
-// handler is the redacting slog.Handler; it is immutable.
+// handler is the redacting slog.Handler; it is immutable (keys is a
+// cache of the checks on keys, shared by the handlers derived from it).
 type handler struct {
 	inner slog.Handler
 	sc    *Scrubber
+	keys  *KeyCache
 }
 
 // Enabled reports whether inner handles records at level l.
@@ -65,7 +67,7 @@ func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
 	for i, a := range as {
 		out[i] = h.attr(a, 0)
 	}
-	return &handler{inner: h.inner.WithAttrs(out), sc: h.sc}
+	return &handler{inner: h.inner.WithAttrs(out), sc: h.sc, keys: h.keys}
 }
 
 // WithGroup returns a handler whose inner opens group name.
@@ -73,7 +75,7 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &handler{inner: h.inner.WithGroup(h.sc.Scrub(name)), sc: h.sc}
+	return &handler{inner: h.inner.WithGroup(h.sc.Scrub(name)), sc: h.sc, keys: h.keys}
 }
 
 // unchanged reports whether redacting r would change nothing: its
@@ -82,7 +84,7 @@ func (h *handler) WithGroup(name string) slog.Handler {
 // boolean, duration or time (anything else takes the full path). It does
 // not allocate, so the common log line costs no copy.
 func (h *handler) unchanged(r slog.Record) bool {
-	if h.text(r.Message) != r.Message {
+	if !h.keys.Clean(r.Message) { // h.text(r.Message) == r.Message; messages, like keys, are mostly constants
 		return false
 	}
 	ok := true
@@ -94,9 +96,10 @@ func (h *handler) unchanged(r slog.Record) bool {
 }
 
 // attrUnchanged is unchanged for one attribute; attr would return a
-// equal to a.
+// equal to a. The checks on the key (IsSensitiveKey, the Scrubber) are
+// remembered per key (KeyCache): log lines repeat the same keys.
 func (h *handler) attrUnchanged(a slog.Attr) bool {
-	if IsSensitiveKey(a.Key) || h.sc.Scrub(a.Key) != a.Key {
+	if !h.keys.Plain(a.Key) {
 		return false
 	}
 	switch a.Value.Kind() {

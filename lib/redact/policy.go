@@ -11,6 +11,10 @@
 //   - NewHandler, an slog.Handler that applies the policy and a Scrubber to
 //     every record as a backstop.
 //
+// KeyCache remembers the policy's and a Scrubber's verdict on keys that
+// repeat from record to record, for writers such as the handler and
+// lib/audit.
+//
 // Placeholders (`hkp_` + 32 lowercase base32 characters) are not secrets and
 // are left as they are.
 package redact
@@ -49,10 +53,20 @@ func IsSensitiveKey(key string) bool {
 // fragments' first letters) instead of scanning s once per fragment, and
 // never allocates. TestSensitiveFragmentsSwitch keeps the switch and
 // sensitiveFragments in step.
+//
+// A position is looked at only if its two bytes can start a fragment
+// (fragmentPairs), which few positions of ordinary text can.
 func hasSensitiveFragment(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := 0; i+1 < len(s); i++ {
+		next := fragmentPairs[s[i]]
+		if next == 0 {
+			continue
+		}
+		if c := s[i+1] | 0x20; c < 'a' || c > 'z' || next&(1<<(c-'a')) == 0 {
+			continue // ASCII letters to lower case; no other byte becomes a letter
+		}
 		t := s[i:]
-		switch s[i] | 0x20 { // ASCII letters to lower case; no other byte becomes a letter
+		switch s[i] | 0x20 {
 		case 'a':
 			if hasPrefixFold(t, "auth") || hasPrefixFold(t, "apikey") {
 				return true
@@ -81,6 +95,18 @@ func hasSensitiveFragment(s string) bool {
 	}
 	return false
 }
+
+// fragmentPairs maps a byte that starts a sensitive fragment (in either
+// case) to the set of second letters (bit c-'a', lower case) that follow
+// it in one: every fragment is at least 2 letters long.
+var fragmentPairs = func() (t [256]uint32) {
+	for _, f := range sensitiveFragments {
+		bit := uint32(1) << (f[1] - 'a')
+		t[f[0]] |= bit
+		t[f[0]-'a'+'A'] |= bit
+	}
+	return t
+}()
 
 // hasPrefixFold reports whether s starts with prefix (lowercase ASCII),
 // ignoring ASCII case.

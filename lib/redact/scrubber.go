@@ -36,6 +36,7 @@ type Scrubber struct {
 	mu   sync.Mutex
 	regs map[uint64][]string // registration → its patterns
 	next uint64
+	gen  uint64                  // rebuilds so far; matcher.gen
 	m    atomic.Pointer[matcher] // nil when nothing is registered
 }
 
@@ -82,14 +83,17 @@ func (s *Scrubber) rebuild() {
 		s.m.Store(nil)
 		return
 	}
-	m := &matcher{minLen: -1}
+	s.gen++
+	m := &matcher{minLen: -1, gen: s.gen}
 	seen := map[string]bool{}
+	var all []string
 	for _, pats := range s.regs {
 		for _, p := range pats {
 			if seen[p] {
 				continue
 			}
 			seen[p] = true
+			all = append(all, p)
 			m.byFirst[p[0]] = append(m.byFirst[p[0]], p)
 			pair := uint16(p[0])<<8 | uint16(p[1])
 			m.pairs[pair/64] |= 1 << (pair % 64)
@@ -101,7 +105,32 @@ func (s *Scrubber) rebuild() {
 	for _, ps := range m.byFirst {
 		sort.Slice(ps, func(i, j int) bool { return len(ps[i]) > len(ps[j]) })
 	}
+	m.buildShift(all)
 	s.m.Store(m)
+}
+
+// buildShift fills m.shift from patterns (m.minLen is set): for each
+// 2-byte block, how far a window of minLen bytes that ends in that block
+// can move right without passing the start of a match. A pattern p that
+// starts k bytes after a window's start (0 ≤ k ≤ minLen-2) puts its bytes
+// p[q-1], p[q] (q = minLen-1-k) at the window's end, so the block's shift
+// is the least minLen-1-q over every such occurrence; a block that occurs
+// in no pattern's first minLen bytes shifts by minLen-1 (capped at 255).
+// Smaller shifts are always safe; TestFindMatchesNaive and FuzzFind
+// compare find with a naive search.
+func (m *matcher) buildShift(patterns []string) {
+	def := uint8(min(m.minLen-1, 255))
+	for i := range m.shift {
+		m.shift[i] = def
+	}
+	for _, p := range patterns {
+		for q := 1; q < m.minLen; q++ {
+			block := uint16(p[q-1])<<8 | uint16(p[q])
+			if sh := m.minLen - 1 - q; sh < int(m.shift[block]) {
+				m.shift[block] = uint8(sh)
+			}
+		}
+	}
 }
 
 // load returns the current matcher, or nil.
@@ -162,26 +191,37 @@ func (s *Scrubber) containsString(str string) bool {
 }
 
 // matcher is an immutable set of patterns (each at least 2 bytes long)
-// indexed by first byte, with a bitset of their first two bytes to skip
-// most positions quickly.
+// indexed by first byte, with a bitset of their first two bytes to check
+// a candidate position quickly, and a shift table over 2-byte blocks
+// (Wu–Manber) to skip positions where no pattern can start.
 type matcher struct {
 	minLen  int
+	gen     uint64 // the Scrubber's rebuild count when this was built
 	pairs   [65536 / 64]uint64
+	shift   [65536]uint8  // see buildShift
 	byFirst [256][]string // longest first
 }
 
 // find returns the leftmost match at or after from, longest at that
-// position, as [i, j); i is -1 when there is none.
+// position, as [i, j); i is -1 when there is none. It visits candidate
+// starts left to right, skipping only starts the shift table rules out,
+// so the first match it finds is the leftmost.
 func (m *matcher) find(s string, from int) (i, j int) {
-	for i = from; i+m.minLen <= len(s); i++ {
-		if pair := uint16(s[i])<<8 | uint16(s[i+1]); m.pairs[pair/64]&(1<<(pair%64)) == 0 {
+	n := m.minLen
+	for i = from; i+n <= len(s); {
+		e := i + n - 1
+		if sh := m.shift[uint16(s[e-1])<<8|uint16(s[e])]; sh != 0 {
+			i += int(sh)
 			continue
 		}
-		for _, p := range m.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], p) {
-				return i, i + len(p)
+		if pair := uint16(s[i])<<8 | uint16(s[i+1]); m.pairs[pair/64]&(1<<(pair%64)) != 0 {
+			for _, p := range m.byFirst[s[i]] {
+				if strings.HasPrefix(s[i:], p) {
+					return i, i + len(p)
+				}
 			}
 		}
+		i++
 	}
 	return -1, -1
 }

@@ -46,28 +46,39 @@ func String(s string) string {
 // neither scheme word, nor userinfo, nor a separator together with a
 // fragment is left alone. (Origins, addresses and paths, the strings of
 // most audit records and log lines, end here after one pass.)
+//
+// It looks each byte up in prefilterClass (most bytes are in no class)
+// rather than switching on it.
 func mayNeedRedaction(s string) bool {
-	sep, at := false, false
+	var seen uint8
 	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '=', ':':
-			sep = true
-		case '@':
-			at = true
-		case 'b', 'B':
-			if hasPrefixFold(s[i:], "bearer") || hasPrefixFold(s[i:], "basic") {
-				return true
-			}
+		c := prefilterClass[s[i]]
+		if c == 0 {
+			continue
+		}
+		seen |= c
+		if c&classB != 0 && (hasPrefixFold(s[i:], "bearer") || hasPrefixFold(s[i:], "basic")) {
+			return true
 		}
 	}
-	if !sep {
+	if seen&classSep == 0 {
 		return false
 	}
-	if at && strings.Contains(s, "://") {
+	if seen&classAt != 0 && strings.Contains(s, "://") {
 		return true
 	}
 	return hasSensitiveFragment(s)
 }
+
+// Byte classes of mayNeedRedaction.
+const (
+	classSep = 1 << iota // '=' or ':'
+	classAt              // '@'
+	classB               // 'b' or 'B', which may start Bearer or Basic
+)
+
+// prefilterClass maps each byte to its classes (0 for most bytes).
+var prefilterClass = [256]uint8{'=': classSep, ':': classSep, '@': classAt, 'b': classB, 'B': classB}
 
 // authSchemes are words that introduce a credential in an Authorization
 // header value (lowercase).
