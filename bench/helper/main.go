@@ -54,7 +54,7 @@ const (
 
 func run() error {
 	n := flag.Int("n", 20, "cycles per arm")
-	owned := flag.Int("owned", 100, "containers for the observe measurement")
+	owned := flag.Int("owned", 100, "containers for the observe measurement (at least 1)")
 	calls := flag.Int("calls", 15, "observe (and runc list) calls to time")
 	base := flag.String("base", "/tmp", "directory for the helper's -root and the direct runs (on the disk: the helper fsyncs its state)")
 	trace := flag.Bool("trace", false, "print each helper cycle's create, start and delete times, and run the helper with -log-level info")
@@ -62,6 +62,9 @@ func run() error {
 	auditFsync := flag.String("audit-fsync", "always", "the helper's -audit-fsync (always is its default)")
 	bin := flag.String("helper", "", "containerization-helper binary (default: build ../../cmd/containerization-helper)")
 	flag.Parse()
+	if *owned < 1 || *calls < 1 || *n < 1 {
+		return fmt.Errorf("-n, -owned and -calls must be at least 1")
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: runc and umoci need it")
 	}

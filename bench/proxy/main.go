@@ -62,6 +62,7 @@ func run() error {
 	modes := flag.String("modes", "", "comma-separated modes to run (direct, squid, tinyproxy, revproxy, egressd, base); empty: all")
 	base := flag.String("base", "", "a second source tree (e.g. a snapshot before a change): its egressd and secretd also run, as mode \"egressd (base)\", in (a) and (c)")
 	rounds := flag.Int("rounds", 1, "repeat (a) and (c) this many times; with -base, egressd and its base alternate which goes first")
+	logLevel := flag.String("egressd-log-level", "info", "egressd's -log-level: info writes its egress.decision line per request (its access log); warn leaves it out, as squid and tinyproxy run with their access logs off")
 	perfDir := flag.String("perf", "", "directory for `perf record -g` profiles of each proxy process during its measured (a) and (c) modes")
 	flag.Parse()
 	want := func(m string) bool {
@@ -123,7 +124,7 @@ func run() error {
 		return err
 	}
 
-	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile)
+	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile, *logLevel)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func run() error {
 	egs := []*egressdProc{eg}
 	names := []string{"egressd"}
 	if *base != "" {
-		eb, err := startEgressd(filepath.Join(dir, "base"), *base, plain, tlsUp, "up.test:"+cPort, cAddr, caFile)
+		eb, err := startEgressd(filepath.Join(dir, "base"), *base, plain, tlsUp, "up.test:"+cPort, cAddr, caFile, *logLevel)
 		if err != nil {
 			return fmt.Errorf("base: %w", err)
 		}

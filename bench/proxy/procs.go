@@ -80,7 +80,7 @@ func build(dir, tree, name string) (string, error) {
 
 // startEgressd builds secretd and egressd from tree (the repository's
 // root) into dir and starts them with their root under dir.
-func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile string) (*egressdProc, error) {
+func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile, logLevel string) (*egressdProc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile string) (*egress
 	}
 	e.proxy = free
 	ctx := context.Background()
-	for i, args := range [][]string{{"-root", root}, {"-root", root, "-audit-fsync", "never", "-log-level", "info",
+	for i, args := range [][]string{{"-root", root}, {"-root", root, "-audit-fsync", "never", "-log-level", logLevel,
 		"-proxy-address", free, "-ca-file", caFile, "-resolve", cHost + ":" + strings.Split(cAddr, ":")[0]}} {
 		cmd := exec.Command(bins[i], args...)
 		if err := cmd.Start(); err != nil {
