@@ -55,11 +55,7 @@ func TestAppendLazy(t *testing.T) {
 	l, err := Open(Options{Dir: dir, Daemon: "t", Fsync: FsyncAlways})
 	is.NoErr(err)
 	ctx := context.Background()
-	synced := func() uint64 {
-		l.syncMu.Lock()
-		defer l.syncMu.Unlock()
-		return l.synced
-	}
+	synced := func() uint64 { return syncedLines(l) }
 	s1, err := l.AppendLazy(ctx, Record{Op: "t.read", Outcome: OutcomeOK})
 	is.NoErr(err)
 	is.Equal(s1, uint64(1))
@@ -90,11 +86,7 @@ func TestLazyPair(t *testing.T) {
 	l, err := Open(Options{Dir: dir, Daemon: "t", Fsync: FsyncAlways})
 	is.NoErr(err)
 	ctx := context.Background()
-	synced := func() uint64 {
-		l.syncMu.Lock()
-		defer l.syncMu.Unlock()
-		return l.synced
-	}
+	synced := func() uint64 { return syncedLines(l) }
 	p, err := l.BeginLazy(ctx, Record{Op: "t.change"})
 	is.NoErr(err)
 	is.Equal(synced(), uint64(0))
@@ -115,4 +107,11 @@ func TestLazyPair(t *testing.T) {
 	lines := readLines(t, filepath.Join(dir, "audit.jsonl"))
 	is.True(strings.Contains(lines[0], `"phase":"before"`))
 	is.True(strings.Contains(lines[1], `"before_seq":1`))
+}
+
+// syncedLines is how many of l's lines are known durable.
+func syncedLines(l *Log) uint64 {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.synced
 }
