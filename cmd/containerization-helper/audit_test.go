@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -64,4 +65,34 @@ func TestAuditPairs(t *testing.T) {
 	rep, err := audit.Verify(filepath.Join(h.root, "log", "helper"), "audit.jsonl")
 	is.NoErr(err)
 	is.True(rep.Records >= 8)
+}
+
+// A mutation whose caller gives up (its deadline passes mid-stop) still
+// gets its after record: the op may have acted.
+func TestAuditAfterCallerGaveUp(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	img := fixture(t)
+	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
+	s := newSession(t, h)
+	// exec sleep: the init ignores SIGTERM, so the stop waits its timeout.
+	c := s.create(t, img, []string{"/bin/sh", "-c", "exec sleep 600"}, []string{"PATH=/bin"}, true)
+	p, err := s.c.Plan(ctxT(t, time.Minute), &helperapi.PlanRequest{Kind: helperapi.KindDelete, ContainerID: c.ContainerID, Context: s.cx, Force: true, StopTimeoutMS: 5000})
+	is.NoErr(err)
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = s.c.Delete(short, newIdem(t), &helperapi.MutationRequest{ContainerID: c.ContainerID, Context: s.cx, PlanHash: p.PlanHash})
+	is.True(err != nil) // the caller gave up before the stop timeout
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		text := h.auditText(t)
+		if strings.Contains(text, `"op":"container.delete","phase":"after"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no after record for the abandoned delete:\n%s", text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	is.True(!strings.Contains(h.stderr.String(), "audit.append_failed"))
 }

@@ -59,7 +59,7 @@ func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op) rpc.Op {
 				go func() {
 					defer close(ended)
 					outcome, code := daemon.AuditOutcome(err)
-					if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
+					if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, code, rec.Fields); aerr != nil { // the outcome is written even when the caller gave up
 						log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
 					}
 				}()

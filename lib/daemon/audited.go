@@ -36,7 +36,7 @@ func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields f
 				if err == nil {
 					appendRec = l.AppendLazy
 				}
-				if _, aerr := appendRec(ctx, rec); aerr != nil {
+				if _, aerr := appendRec(context.WithoutCancel(ctx), rec); aerr != nil {
 					log.Error("audit.append_failed", slog.String(KeyOp, call.Op), slog.Any(KeyErr, aerr))
 				}
 				return v, err
@@ -48,7 +48,9 @@ func AuditOps(l *audit.Log, log *slog.Logger, mutating map[string]bool, fields f
 			}
 			v, err := inner(ctx, call)
 			outcome, code := AuditOutcome(err)
-			if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
+			// Not under the request's deadline: the op may have acted,
+			// and its outcome is written even when the caller gave up.
+			if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, code, rec.Fields); aerr != nil {
 				log.Error("audit.append_failed", slog.String(KeyOp, call.Op), slog.Any(KeyErr, aerr))
 			}
 			return v, err

@@ -23,9 +23,8 @@
 //
 // Then it runs the program (Linux only; elsewhere CodePlatformUnsupported):
 // stdin is /dev/null; stdout and stderr are anonymous memory files
-// (memfd_create(2), no name in any file system), each sized to just past
-// its limit and sealed there (F_SEAL_GROW), so a child can never make the
-// runner hold more than that, read back after exit up to their limits — or, for a
+// (memfd_create(2), no name in any file system, no disk inode), watched
+// while the child runs and read back after exit up to their limits — or, for a
 // stream the spec gives its own file (CommandSpec.Stdout/Stderr: an open
 // regular file opened O_APPEND, which is how a container's console log
 // reaches runc), that file as it is, neither read back nor limited nor

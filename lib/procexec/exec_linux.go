@@ -25,7 +25,7 @@ const (
 func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 	spec := p.spec
 	outLimit, errLimit := limit(spec.StdoutLimit), limit(spec.StderrLimit)
-	stdout, stderr, err := outputFiles(spec.Stdout == nil, spec.Stderr == nil, outLimit, errLimit)
+	stdout, stderr, err := outputFiles(spec.Stdout == nil, spec.Stderr == nil)
 	if err != nil {
 		return nil, wire.Wrap(CodeExecFailed, r.text(spec.Purpose)+": cannot create output files", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -146,16 +145,48 @@ func TestCallerOutputFilesRefused(t *testing.T) {
 }
 
 // The runner's output files are anonymous memory files: no name in any
-// file system, nothing left behind, and a size capped just past the limit.
+// file system, nothing left behind.
 func TestOutputFilesAnonymous(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	r, _ := newTestRunner(t, nil)
-	res, err := r.Run(context.Background(), sh(`readlink /proc/self/fd/1; readlink /proc/self/fd/2 >&2; stat -L -c %s /proc/self/fd/1`))
+	res, err := r.Run(context.Background(), sh(`readlink /proc/self/fd/1; readlink /proc/self/fd/2 >&2`))
 	is.NoErr(err)
-	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
-	is.Equal(len(lines), 2)
-	is.Equal(lines[0], "/memfd:hk-procexec-out (deleted)")
+	is.Equal(strings.TrimSpace(string(res.Stdout)), "/memfd:hk-procexec-out (deleted)")
 	is.Equal(strings.TrimSpace(string(res.Stderr)), "/memfd:hk-procexec-out (deleted)")
-	is.Equal(lines[1], strconv.FormatInt(outputCap(DefaultOutputLimit), 10)) // sized once, sealed
+}
+
+// Output written the ways shells and tools write it reaches the result:
+// by reopening /dev/stdout (truncating or appending), through tee and dd;
+// and moving the offset back cannot hide what was written.
+func TestOutputReopenedAndRewound(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestRunner(t, nil)
+	tests := []struct {
+		name, script, want string
+		size               int64
+		code               string
+	}{
+		{"> /dev/stdout", `echo hello > /dev/stdout`, "hello\n", 6, ""},
+		{">> /dev/stdout", `echo a; echo b >> /dev/stdout`, "a\nb\n", 4, ""},
+		{"tee /dev/stderr", `echo hi | tee /dev/stderr >/dev/null; cat /dev/null`, "", 0, ""},
+		{"dd of=/dev/stdout", `echo hi | dd of=/dev/stdout 2>/dev/null`, "hi\n", 3, ""},
+		{"rewound after an overflow", `yes | head -c 100000; exec 3<>/dev/stdout; printf ok >&3`, "ok", 100000, CodeOutputOverflow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			spec := sh(tt.script)
+			spec.StdoutLimit = 4096
+			res, err := r.Run(context.Background(), spec)
+			is.Equal(wire.CodeOf(err), tt.code)
+			is.Equal(res.StdoutSize, tt.size)
+			if tt.code == "" {
+				is.Equal(string(res.Stdout), tt.want)
+			} else {
+				is.Equal(string(res.Stdout[:2]), tt.want) // the rewrite is there, and so is the overflow
+			}
+		})
+	}
 }

@@ -71,8 +71,8 @@ type Result struct {
 	ExitCode int
 	Signal   string
 	// Stdout and Stderr hold the output, truncated at the limits;
-	// StdoutSize and StderrSize count the bytes written, up to a little
-	// past the limit (the output files are capped there: see Run).
+	// StdoutSize and StderrSize are the output files' sizes: how far the
+	// program wrote into them (past the limit when it overflowed).
 	Stdout, Stderr         []byte
 	StdoutSize, StderrSize int64
 	// Duration runs from the start to the leader's exit.

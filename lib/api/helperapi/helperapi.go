@@ -46,6 +46,9 @@ const (
 	KindDelete  = "delete"
 )
 
+// MutationKinds are the plan kinds, in lifecycle order.
+var MutationKinds = []string{KindCreate, KindStart, KindRestart, KindDelete}
+
 // Annotation keys the helper writes into every container it creates
 // (config.json "annotations", OCI runtime-spec config.md). A container is
 // owned by this helper only when AnnotationProject equals the helper's

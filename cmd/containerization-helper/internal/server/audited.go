@@ -45,7 +45,9 @@ func (s *Server) audited(h rpc.Handler) rpc.Handler {
 		v, err := h(context.WithValue(ctx, auditKey{}, a), call)
 		if !a.ended {
 			outcome, code := daemon.AuditOutcome(err)
-			if _, aerr := pair.End(ctx, outcome, code, rec.Fields); aerr != nil {
+			// Not under the request's deadline: the op may have acted,
+			// and its outcome is written even when the caller gave up.
+			if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, code, rec.Fields); aerr != nil {
 				s.log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
 			}
 		}
@@ -62,7 +64,7 @@ func (s *Server) endLazy(ctx context.Context, err error) {
 	}
 	a.ended = true
 	outcome, code := daemon.AuditOutcome(err)
-	if _, aerr := a.pair.EndLazy(ctx, outcome, code, a.fields); aerr != nil {
+	if _, aerr := a.pair.EndLazy(context.WithoutCancel(ctx), outcome, code, a.fields); aerr != nil {
 		s.log.Error("audit.append_failed", slog.Any(daemon.KeyErr, aerr))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"hostkit.dev/cmd/containerization-helper/internal/provider"
@@ -67,13 +68,7 @@ func validDigest(d string) bool {
 	return ok && len(h) == 64 && isLowerHex(h)
 }
 
-func validKind(k string) bool {
-	switch k {
-	case helperapi.KindCreate, helperapi.KindStart, helperapi.KindRestart, helperapi.KindDelete:
-		return true
-	}
-	return false
-}
+func validKind(k string) bool { return slices.Contains(helperapi.MutationKinds, k) }
 
 func invalid(format string, args ...any) error {
 	return wire.Errorf(wire.CodeRequestInvalid, format, args...)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -212,6 +213,8 @@ func containerPlanCmd(g *globals) *ffcli.Command {
 			switch {
 			case *kind == "":
 				return usageError{"--kind is required (create, start, restart or delete)"}
+			case !slices.Contains(api.MutationKinds, *kind):
+				return usageError{"--kind " + *kind + " is not one of create, start, restart, delete"}
 			case *kind == api.KindCreate && (*layout == "" || *digest == ""):
 				return usageError{"--kind create needs --image DIR and --digest sha256:..."}
 			case *kind == api.KindCreate && len(args) == 0:
@@ -249,6 +252,11 @@ func containerPlanCmd(g *globals) *ffcli.Command {
 	}
 }
 
+// mutationCallTimeout is the least deadline of a container mutation call:
+// the longest stop timeout a plan may carry, the SIGKILL wait (10 s) and a
+// margin.
+const mutationCallTimeout = api.MaxStopTimeoutMS*time.Millisecond + 30*time.Second
+
 // containerMutateCmd is create, start, restart or delete: one plan carried
 // out under an idempotency key (a fresh one unless --idem names one, so a
 // retried command with the same --idem gets the same answer).
@@ -273,6 +281,10 @@ func containerMutateCmd(g *globals, kind string) *ffcli.Command {
 				_, _ = rand.Read(b[:])
 				key = hex.EncodeToString(b[:])
 			}
+			// A forced delete or a restart waits the plan's stop timeout
+			// (up to 300 s) before SIGKILL: the call must outlive it, or
+			// the answer is cut off mid-stop. Create may unpack an image.
+			g.timeout = max(g.timeout, mutationCallTimeout)
 			c, done, err := g.helper()
 			if err != nil {
 				return err
