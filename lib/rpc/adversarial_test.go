@@ -70,6 +70,24 @@ func TestAdversarialIdemBytesPerPeer(t *testing.T) {
 	is.Equal(s.bytes[1], int64(0)) // an answer over the quota is not kept at all
 }
 
+// The finish-order queue stays proportional to the live records while
+// records expire and are replaced under the same keys.
+func TestIdemFinishQueueBounded(t *testing.T) {
+	is := is.New(t)
+	s := newIdemStore(time.Second, 100, 1<<20)
+	now := time.Now()
+	for i := range 5000 {
+		at := now.Add(time.Duration(i) * 2 * time.Second) // every record has expired by the next
+		k := idemKey{uid: 1, op: "container.delete", key: string(rune('a' + i%7))}
+		e, first, err := s.begin(k, []byte{byte(i)}, at)
+		is.NoErr(err)
+		is.True(first)
+		s.finish(k, e, []byte("answer"), nil)
+	}
+	is.True(len(s.finished[1]) <= 2*s.perUID[1]+16)
+	is.True(s.perUID[1] <= 7)
+}
+
 // Likewise for request ids: a peer that sends many fresh ids with far
 // deadlines must not make the server answer server.busy to everyone else.
 func TestAdversarialReplayFloodIsPerPeer(t *testing.T) {

@@ -41,12 +41,21 @@ type idemEntry struct {
 type idemStore struct {
 	mu       sync.Mutex
 	entries  map[idemKey]*idemEntry
-	perUID   map[uint32]int   // live entries per peer uid
-	bytes    map[uint32]int64 // bytes of stored answers per peer uid
+	perUID   map[uint32]int           // live entries per peer uid
+	bytes    map[uint32]int64         // bytes of stored answers per peer uid
+	finished map[uint32][]finishedRec // per peer uid, in finish order (evictOver)
 	ttl      time.Duration
 	max      int   // records per uid
 	maxBytes int64 // answer bytes per uid
 	sweep    time.Time
+}
+
+// finishedRec is a record with a stored answer, in its peer's finish
+// order; it may be stale (the record expired or was replaced), which
+// evictOver and compaction check against entries.
+type finishedRec struct {
+	key idemKey
+	e   *idemEntry
 }
 
 // idemMaxBytes is the default answer-byte quota per peer (64 MiB).
@@ -54,7 +63,7 @@ const idemMaxBytes = 64 << 20
 
 func newIdemStore(ttl time.Duration, max int, maxBytes int64) *idemStore {
 	return &idemStore{entries: make(map[idemKey]*idemEntry), perUID: make(map[uint32]int), bytes: make(map[uint32]int64),
-		ttl: ttl, max: max, maxBytes: maxBytes}
+		finished: make(map[uint32][]finishedRec), ttl: ttl, max: max, maxBytes: maxBytes}
 }
 
 // begin looks up k. It returns (entry, true) when this caller must run the
@@ -108,27 +117,38 @@ func (s *idemStore) remove(k idemKey) {
 	}
 }
 
-// evictOver removes uid's oldest finished records (by expiry) until its
-// stored answers fit maxBytes; s.mu is held. The scan is over the whole
-// store, so it runs only when a peer is over its quota.
+// evictOver removes uid's earliest finished records until its stored
+// answers fit maxBytes; s.mu is held. The peer's finish-order queue makes
+// each eviction O(1) and never looks at another peer's records.
 func (s *idemStore) evictOver(uid uint32) {
-	for s.bytes[uid] > s.maxBytes {
-		var oldest idemKey
-		var at time.Time
-		found := false
-		for k, e := range s.entries {
-			if k.uid != uid || len(e.body) == 0 {
-				continue
-			}
-			if !found || e.expires.Before(at) {
-				oldest, at, found = k, e.expires, true
-			}
+	q := s.finished[uid]
+	for s.bytes[uid] > s.maxBytes && len(q) > 0 {
+		f := q[0]
+		q = q[1:]
+		if s.entries[f.key] == f.e {
+			s.remove(f.key)
 		}
-		if !found {
-			return
-		}
-		s.remove(oldest)
 	}
+	s.finished[uid] = q
+}
+
+// queueFinished appends k's record to its peer's finish order; s.mu is
+// held. Records that left the store (expired, replaced) stay in the queue
+// until evicted or until the queue holds twice the peer's live records,
+// when it is compacted, so it stays proportional to the store.
+func (s *idemStore) queueFinished(k idemKey, e *idemEntry) {
+	q := append(s.finished[k.uid], finishedRec{key: k, e: e})
+	if len(q) > 2*s.perUID[k.uid]+16 {
+		live := q[:0]
+		for _, f := range q {
+			if s.entries[f.key] == f.e {
+				live = append(live, f)
+			}
+		}
+		clear(q[len(live):])
+		q = live
+	}
+	s.finished[k.uid] = q
 }
 
 // finish stores the answer. An error that had no effect (retry "safe") is
@@ -141,8 +161,9 @@ func (s *idemStore) finish(k idemKey, e *idemEntry, body []byte, err *wire.Error
 		}
 	}
 	e.body, e.err = body, err
-	if s.entries[k] == e {
+	if s.entries[k] == e && len(body) > 0 {
 		s.bytes[k.uid] += int64(len(body))
+		s.queueFinished(k, e)
 		s.evictOver(k.uid)
 	}
 	s.mu.Unlock()
