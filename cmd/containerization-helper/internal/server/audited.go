@@ -42,13 +42,23 @@ func (s *Server) audited(h rpc.Handler) rpc.Handler {
 			return nil, wire.Wrap(wire.CodeInternal, "the audit log cannot record this change", err)
 		}
 		a := &auditPair{log: s.cfg.Audit, pair: pair, fields: rec.Fields}
+		// Not under the request's deadline: the op may have acted, and its
+		// outcome is written even when the caller gave up.
+		bg := context.WithoutCancel(ctx)
+		defer func() {
+			if r := recover(); r != nil { // lib/rpc answers internal; the pair still closes
+				if !a.ended {
+					_, _ = pair.End(bg, audit.OutcomeError, wire.CodeInternal, rec.Fields)
+				}
+				panic(r)
+			}
+		}()
 		v, err := h(context.WithValue(ctx, auditKey{}, a), call)
 		if !a.ended {
 			outcome, code := daemon.AuditOutcome(err)
-			// Not under the request's deadline: the op may have acted,
-			// and its outcome is written even when the caller gave up.
-			if _, aerr := pair.End(context.WithoutCancel(ctx), outcome, code, rec.Fields); aerr != nil {
+			if _, aerr := pair.End(bg, outcome, code, rec.Fields); aerr != nil {
 				s.log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
+				return nil, errAuditUnsynced
 			}
 		}
 		return v, err

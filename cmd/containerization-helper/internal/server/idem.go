@@ -99,9 +99,17 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 		case aerr != nil:
 			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
 		}
+		if serr != nil {
+			return nil, errAuditUnsynced
+		}
 		return v, err
 	}
 }
+
+// errAuditUnsynced is the answer to a mutation whose "after" audit record
+// could not be made durable: nothing is acknowledged before its record is,
+// and the op may have acted.
+var errAuditUnsynced = &wire.Error{Code: wire.CodeInternal, Msg: "the audit log could not record this change's outcome; observe before retrying", Retry: wire.RetryAfterObserve}
 
 // answerOf encodes the answer (v, err) to keep for a retry, or reports
 // false when it must not be kept: no effect (retry safe) or an unknown one
