@@ -83,8 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		RequestTimeout: cfg.Timeout, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
 	})
 	defer px.Close()
+	// secretd's socket is logged as broker_socket: a key that names
+	// "secret" is redacted by the handler's key rule.
 	env.Logger.Info("egressd.config", slog.String(daemon.KeyEpoch, env.Epoch), slog.Int("host_map", len(cfg.HostMap)),
-		slog.String("secretd", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available),
+		slog.String("broker_socket", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available),
 		slog.String("proxy_address", face.bound.String()), slog.String("proxy_socket", cfg.ProxySocket),
 		slog.String("ca_bundle", cfg.CABundlePath), slog.Bool("proxy_anonymous", anon != nil))
 	svc := daemon.Service{

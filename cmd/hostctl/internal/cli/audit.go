@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,7 +31,7 @@ func auditCmd(g *globals) *ffcli.Command {
 		LongHelp:    "Reads <log>/<daemon>/audit.jsonl and its rotated files (audit.jsonl.1 is the newest) directly, so it works while a daemon is down. The system logs are readable by root only. See `hostctl help layout`.",
 		FlagSet:     g.newFlagSet("audit"),
 		Subcommands: []*ffcli.Command{auditTailCmd(g), auditVerifyCmd(g)},
-		Exec:        func(context.Context, []string) error { return flag.ErrHelp },
+		Exec:        groupExec("audit"),
 	}
 }
 

@@ -36,7 +36,7 @@ func containerCmd(g *globals) *ffcli.Command {
 			containerPlanCmd(g), containerMutateCmd(g, api.KindCreate), containerMutateCmd(g, api.KindStart),
 			containerMutateCmd(g, api.KindRestart), containerMutateCmd(g, api.KindDelete),
 			containerLogsCmd(g), containerUsageCmd(g)},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: groupExec("container"),
 	}
 }
 
@@ -302,7 +302,16 @@ func containerMutateCmd(g *globals, kind string) *ffcli.Command {
 				if g.json {
 					return writeWireJSON(g.stdout, out)
 				}
-				return table(g.stdout, []string{"CONTAINER", "DELETED"}, [][]string{{out.ContainerID, strconv.FormatBool(out.Deleted)}})
+				// The console log's tail, read after the stop: its size here
+				// (--json carries the bytes, base64).
+				logTail := "-"
+				if out.HasLogTail {
+					logTail = strconv.Itoa(len(out.LogTail)) + " bytes"
+					if out.LogTruncated {
+						logTail += " (truncated)"
+					}
+				}
+				return table(g.stdout, []string{"CONTAINER", "DELETED", "LOG_TAIL"}, [][]string{{out.ContainerID, strconv.FormatBool(out.Deleted), logTail}})
 			}
 			mutate := map[string]func(context.Context, string, *api.MutationRequest) (*api.Container, error){
 				api.KindCreate: c.Create, api.KindStart: c.Start, api.KindRestart: c.Restart}[kind]

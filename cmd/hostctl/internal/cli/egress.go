@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -19,7 +18,7 @@ func egressCmd(g *globals) *ffcli.Command {
 		ShortHelp:   "egressd's per-invocation byte counts and proxy coordinates",
 		FlagSet:     g.newFlagSet("egress"),
 		Subcommands: []*ffcli.Command{egressStatsCmd(g), egressInfoCmd(g)},
-		Exec:        func(context.Context, []string) error { return flag.ErrHelp },
+		Exec:        groupExec("egress"),
 	}
 }
 

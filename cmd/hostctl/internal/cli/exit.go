@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,4 +86,17 @@ func printError(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintf(w, "hostctl: %v\n", err)
+}
+
+// groupExec is the Exec of a command that only groups others (hostctl,
+// hostctl container, ...): alone it prints its usage (flag.ErrHelp, exit
+// 2); with a word ffcli did not match, it names that word.
+func groupExec(group string) func(context.Context, []string) error {
+	return func(_ context.Context, args []string) error {
+		if len(args) == 0 {
+			return flag.ErrHelp
+		}
+		path := strings.TrimSpace("hostctl " + group)
+		return usageError{fmt.Sprintf("unknown command %q for %s (%s lists them)", args[0], path, strings.TrimSpace("hostctl help "+group))}
+	}
 }

@@ -42,13 +42,26 @@ func TestExitCodesGolden(t *testing.T) {
 	}
 }
 
-// TestExitUsageUnknownCommand: an unknown command prints the usage (which
-// lists every command, so it is not a golden file) and exits 2.
+// TestExitUsageUnknownCommand: an unknown command, at the top or inside a
+// group, exits 2 with a line that names it; a group alone prints its
+// usage (which lists every command, so it is not a golden file).
 func TestExitUsageUnknownCommand(t *testing.T) {
 	t.Parallel()
-	is := is.New(t)
-	code, out, errOut := runCLI("frobnicate")
-	is.Equal(code, ExitUsage)
-	is.Equal(out, "")
-	is.True(strings.Contains(errOut, "USAGE\n  hostctl")) // the usage, on stderr
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"top", []string{"frobnicate"}, `unknown command "frobnicate" for hostctl (hostctl help lists them)`},
+		{"in a group", []string{"container", "frob"}, `unknown command "frob" for hostctl container (hostctl help container lists them)`},
+		{"group alone", []string{"container"}, "USAGE\n  hostctl container"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			code, out, errOut := runCLI(tt.args...)
+			is.Equal(code, ExitUsage)
+			is.Equal(out, "")
+			is.True(strings.Contains(errOut, tt.want))
+		})
+	}
 }

@@ -24,7 +24,7 @@ func instanceCmd(g *globals) *ffcli.Command {
 		FlagSet:    g.newFlagSet("instance"),
 		Subcommands: []*ffcli.Command{instanceProvisionCmd(g), instanceListCmd(g), instanceStatusCmd(g), instanceStopCmd(g),
 			instanceDestroyCmd(g), instanceLogsCmd(g), instanceAttachCmd(g), instanceSignalCmd(g)},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: groupExec("instance"),
 	}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -18,7 +17,7 @@ func leaseCmd(g *globals) *ffcli.Command {
 		ShortHelp:   "inspect and revoke one-shot leases staged at secretd",
 		FlagSet:     g.newFlagSet("lease"),
 		Subcommands: []*ffcli.Command{leaseListCmd(g), leaseRevokeCmd(g)},
-		Exec:        func(context.Context, []string) error { return flag.ErrHelp },
+		Exec:        groupExec("lease"),
 	}
 }
 

@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			helpCmd(g),
 			demoCmd(g),
 		},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: groupExec(""),
 	}
 	// A parse error is a usage error (exit 2), whatever ffcli wraps it in.
 	err := root.Parse(args)

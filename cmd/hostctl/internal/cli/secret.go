@@ -24,7 +24,7 @@ func secretCmd(g *globals) *ffcli.Command {
 		LongHelp:    "Credentials are stored by secretd and handed out only as one-shot leases. A value is read from a file or stdin, never from a command-line argument. See docs/secretd.md.",
 		FlagSet:     g.newFlagSet("secret"),
 		Subcommands: []*ffcli.Command{secretPutCmd(g), secretListCmd(g), secretDeleteCmd(g)},
-		Exec:        func(context.Context, []string) error { return flag.ErrHelp },
+		Exec:        groupExec("secret"),
 	}
 }
 
