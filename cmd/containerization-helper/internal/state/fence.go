@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"time"
 
 	"hostkit.dev/lib/wire"
@@ -56,7 +57,7 @@ func (s *Store) checkFence(instance string, n uint64) error {
 	}
 	cur := s.d.Fences[instance]
 	if n < cur {
-		return &wire.Error{Code: CodeFenceStale, Msg: "the instance's fence moved since this op was planned; plan again", Retry: wire.RetryAfterObserve}
+		return &wire.Error{Code: CodeFenceStale, Msg: fmt.Sprintf("the instance's fence is %d, this request carries %d: a newer manager of the instance acted; use its fence (or a higher one)", cur, n), Retry: wire.RetryAfterObserve}
 	}
 	// A fence moves one generation at a time (a manager's restart); a
 	// jump far ahead (e.g. 2^64-1) would lock every later generation out

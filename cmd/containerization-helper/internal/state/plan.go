@@ -83,7 +83,7 @@ func (s *Store) ConsumePlan(hash string) (Plan, error) {
 func (s *Store) livePlan(hash string, now time.Time) (Plan, error) {
 	p, ok := s.plans[hash]
 	if !ok || !validHash(hash) {
-		return Plan{}, wire.Errorf(CodePlanUnknown, "no such plan (never made, already used, or long expired); plan again")
+		return Plan{}, wire.Errorf(CodePlanUnknown, "no such plan (never made, already used, long expired, or made before the helper restarted: plans live in memory); plan again")
 	}
 	if p.ExpiresMS <= now.UnixMilli() {
 		return Plan{}, wire.Errorf(CodePlanExpired, "the plan expired; plan again")
