@@ -263,14 +263,16 @@ func (l *Log) appendSync(ctx context.Context, r Record, beforeSeq uint64) (uint6
 func (l *Log) syncTo(gen uint64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.synced >= gen {
-		return nil
-	}
 	l.mu.Lock()
 	target, f, files, failed := l.written, l.f, l.files, l.failed
 	l.mu.Unlock()
+	// A failed log says so even when the lines asked about were synced
+	// before it failed: a caller that wrote since (and failed) must learn.
 	if failed != nil {
 		return failed
+	}
+	if l.synced >= gen {
+		return nil
 	}
 	err := f.Sync()
 	if err != nil && errors.Is(err, os.ErrClosed) {

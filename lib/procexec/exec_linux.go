@@ -90,9 +90,10 @@ func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 	stopCtx := context.AfterFunc(ctx, func() { g.kill(CodeCancelled) })
 	exited := make(chan struct{})
 	watched := make(chan struct{})
+	var seenOut, seenErr int64 // the largest sizes the watcher saw
 	go func() {
 		defer close(watched)
-		watch(exited, g, stdout, stderr, outLimit, errLimit)
+		seenOut, seenErr = watch(exited, g, stdout, stderr, outLimit, errLimit)
 	}()
 
 	waitErr := waitExited(pid) // the leader is a zombie now: its pgid is still reserved
@@ -132,7 +133,7 @@ func (r *Runner) execute(ctx context.Context, p *prepared) (*Result, error) {
 		return res, retry(wire.Errorf(CodeTimeout, "%s: timed out after %s; process group killed", purpose, spec.timeout()))
 	case cause == CodeCancelled:
 		return res, retry(wire.Wrap(CodeCancelled, purpose+": cancelled; process group killed", ctx.Err()))
-	case cause == CodeOutputOverflow || res.StdoutSize > outLimit || res.StderrSize > errLimit:
+	case cause == CodeOutputOverflow || max(res.StdoutSize, seenOut) > outLimit || max(res.StderrSize, seenErr) > errLimit:
 		return res, retry(wire.Errorf(CodeOutputOverflow, "%s: output passed its limit (stdout %d of %d bytes, stderr %d of %d); process group killed",
 			purpose, res.StdoutSize, outLimit, res.StderrSize, errLimit))
 	case readErr != nil:
@@ -165,19 +166,22 @@ func waitExited(pid int) error {
 }
 
 // watch kills g when either of the runner's output files passes its limit,
-// until exited is closed (a nil file, the caller's, is not watched).
-func watch(exited <-chan struct{}, g *group, stdout, stderr *os.File, outLimit, errLimit int64) {
+// until exited is closed (a nil file, the caller's, is not watched). It
+// returns the largest sizes it saw, so a child that overflows and then
+// truncates its output is still reported.
+func watch(exited <-chan struct{}, g *group, stdout, stderr *os.File, outLimit, errLimit int64) (maxOut, maxErr int64) {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-exited:
-			return
+			return maxOut, maxErr
 		case <-t.C:
 		}
-		if written(stdout) > outLimit || written(stderr) > errLimit {
+		maxOut, maxErr = max(maxOut, written(stdout)), max(maxErr, written(stderr))
+		if maxOut > outLimit || maxErr > errLimit {
 			g.kill(CodeOutputOverflow)
-			return
+			return maxOut, maxErr
 		}
 	}
 }

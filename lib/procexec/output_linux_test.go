@@ -169,6 +169,9 @@ func TestOutputReopenedAndRewound(t *testing.T) {
 	}{
 		{"> /dev/stdout", `echo hello > /dev/stdout`, "hello\n", 6, ""},
 		{">> /dev/stdout", `echo a; echo b >> /dev/stdout`, "a\nb\n", 4, ""},
+		{">> /dev/stdout between writes", `echo a; echo hello >> /dev/stdout; echo c`, "a\nhello\nc\n", 10, ""},
+		{"> /dev/stdout between writes", `echo a; echo hello > /dev/stdout; echo c`, "hello\nc\n", 8, ""},
+		{"> /dev/stderr twice", `echo one > /dev/stderr; echo two >> /dev/stderr; echo three`, "three\n", 6, ""},
 		{"tee /dev/stderr", `echo hi | tee /dev/stderr >/dev/null; cat /dev/null`, "", 0, ""},
 		{"dd of=/dev/stdout", `echo hi | dd of=/dev/stdout 2>/dev/null`, "hi\n", 3, ""},
 		{"rewound after an overflow", `yes | head -c 100000; exec 3<>/dev/stdout; printf ok >&3`, "ok", 100000, CodeOutputOverflow},

@@ -19,6 +19,7 @@ type idemKey struct {
 }
 
 type idemEntry struct {
+	gen     uint64 // the store's count of entries made, at this one: its identity in the finish queue
 	digest  [32]byte
 	done    chan struct{} // closed when body/err are set
 	body    []byte
@@ -44,6 +45,7 @@ type idemStore struct {
 	perUID   map[uint32]int           // live entries per peer uid
 	bytes    map[uint32]int64         // bytes of stored answers per peer uid
 	finished map[uint32][]finishedRec // per peer uid, in finish order (evictOver)
+	made     uint64                   // entries made so far (idemEntry.gen)
 	ttl      time.Duration
 	max      int   // records per uid
 	maxBytes int64 // answer bytes per uid
@@ -51,11 +53,18 @@ type idemStore struct {
 }
 
 // finishedRec is a record with a stored answer, in its peer's finish
-// order; it may be stale (the record expired or was replaced), which
-// evictOver and compaction check against entries.
+// order, named by key and generation (never by pointer, so a stale item
+// keeps no answer alive); it may be stale (the record expired or was
+// replaced), which live checks.
 type finishedRec struct {
 	key idemKey
-	e   *idemEntry
+	gen uint64
+}
+
+// live reports whether f still names the record in the store.
+func (s *idemStore) live(f finishedRec) bool {
+	e, ok := s.entries[f.key]
+	return ok && e.gen == f.gen
 }
 
 // idemMaxBytes is the default answer-byte quota per peer (64 MiB).
@@ -96,7 +105,8 @@ func (s *idemStore) begin(k idemKey, body []byte, now time.Time) (*idemEntry, bo
 	if _, ok := s.entries[k]; ok {
 		s.remove(k) // an expired record under the same key
 	}
-	e := &idemEntry{digest: digest, done: make(chan struct{}), expires: now.Add(s.ttl)}
+	s.made++
+	e := &idemEntry{gen: s.made, digest: digest, done: make(chan struct{}), expires: now.Add(s.ttl)}
 	s.entries[k] = e
 	s.perUID[k.uid]++
 	return e, true, nil
@@ -125,7 +135,7 @@ func (s *idemStore) evictOver(uid uint32) {
 	for s.bytes[uid] > s.maxBytes && len(q) > 0 {
 		f := q[0]
 		q = q[1:]
-		if s.entries[f.key] == f.e {
+		if s.live(f) {
 			s.remove(f.key)
 		}
 	}
@@ -137,16 +147,15 @@ func (s *idemStore) evictOver(uid uint32) {
 // until evicted or until the queue holds twice the peer's live records,
 // when it is compacted, so it stays proportional to the store.
 func (s *idemStore) queueFinished(k idemKey, e *idemEntry) {
-	q := append(s.finished[k.uid], finishedRec{key: k, e: e})
+	q := append(s.finished[k.uid], finishedRec{key: k, gen: e.gen})
 	if len(q) > 2*s.perUID[k.uid]+16 {
-		live := q[:0]
+		kept := q[:0]
 		for _, f := range q {
-			if s.entries[f.key] == f.e {
-				live = append(live, f)
+			if s.live(f) {
+				kept = append(kept, f)
 			}
 		}
-		clear(q[len(live):])
-		q = live
+		q = kept
 	}
 	s.finished[k.uid] = q
 }

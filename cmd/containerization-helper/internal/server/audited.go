@@ -66,17 +66,21 @@ func (s *Server) audited(h rpc.Handler) rpc.Handler {
 }
 
 // endLazy writes ctx's after record for the handler's error, unsynced
-// (withAuditSync syncs it); without a pair in ctx it does nothing.
-func (s *Server) endLazy(ctx context.Context, err error) {
+// (withAuditSync syncs it), and reports whether it was written; without a
+// pair in ctx it does nothing and reports true. A record that could not
+// be written is logged; the caller must not answer with the op's result.
+func (s *Server) endLazy(ctx context.Context, err error) bool {
 	a, _ := ctx.Value(auditKey{}).(*auditPair)
 	if a == nil {
-		return
+		return true
 	}
 	a.ended = true
 	outcome, code := daemon.AuditOutcome(err)
 	if _, aerr := a.pair.EndLazy(context.WithoutCancel(ctx), outcome, code, a.fields); aerr != nil {
 		s.log.Error("audit.append_failed", slog.Any(daemon.KeyErr, aerr))
+		return false
 	}
+	return true
 }
 
 // withAuditSync runs write and, when ctx carries an audit pair, the audit

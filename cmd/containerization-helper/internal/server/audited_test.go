@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+	"hostkit.dev/cmd/containerization-helper/internal/state"
+	"hostkit.dev/lib/api/helperapi"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
@@ -65,4 +67,24 @@ func TestAuditedPanicClosesPair(t *testing.T) {
 	is.Equal(len(lines), 2)
 	is.True(strings.Contains(lines[1], `"phase":"after"`))
 	is.True(strings.Contains(lines[1], `"code":"internal"`))
+}
+
+// The same when the after record is written by durableIdem (the op's
+// answer is stored for retries): a record that cannot be written turns
+// the answer into internal, though the answer's store write succeeded.
+func TestDurableIdemAnswerWaitsForItsRecord(t *testing.T) {
+	is := is.New(t)
+	s, l, _ := auditedServer(t)
+	st, err := state.Open(filepath.Join(t.TempDir(), "store"), state.Options{})
+	is.NoErr(err)
+	t.Cleanup(func() { st.Close() })
+	s.cfg.Store = st
+	h := s.audited(s.durableIdem(func(context.Context, *rpc.Call) (any, error) {
+		l.Close() // the log fails while the op runs
+		return &helperapi.DeleteResponse{ContainerID: "hk-0123456789abcdef", Deleted: true}, nil
+	}))
+	v, err := h(context.Background(), &rpc.Call{Op: helperapi.OpDelete, Idem: "k1"})
+	is.True(v == nil)
+	is.Equal(wire.CodeOf(err), wire.CodeInternal)
+	is.Equal(wire.AsError(err).Retry, wire.RetryAfterObserve)
 }

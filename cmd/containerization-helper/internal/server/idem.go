@@ -73,7 +73,7 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 		}
 		// The after record is written now and synced with this write:
 		// both are durable before the answer leaves.
-		s.endLazy(ctx, err)
+		written := s.endLazy(ctx, err)
 		var aerr error
 		_, serr := withAuditSync(ctx, func() error {
 			_, aerr = s.cfg.Store.Apply(batch)
@@ -99,7 +99,7 @@ func (s *Server) durableIdem(h rpc.Handler) rpc.Handler {
 		case aerr != nil:
 			s.log.Warn("helper.idem_store_failed", "op", call.Op, "code", wire.CodeOf(aerr))
 		}
-		if serr != nil {
+		if serr != nil || !written {
 			return nil, errAuditUnsynced
 		}
 		return v, err

@@ -97,6 +97,6 @@ func groupExec(group string) func(context.Context, []string) error {
 			return flag.ErrHelp
 		}
 		path := strings.TrimSpace("hostctl " + group)
-		return usageError{fmt.Sprintf("unknown command %q for %s (%s lists them)", args[0], path, strings.TrimSpace("hostctl help "+group))}
+		return usageError{fmt.Sprintf("unknown command %q for %s (%s -h lists them)", args[0], path, path)}
 	}
 }

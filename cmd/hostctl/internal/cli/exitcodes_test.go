@@ -52,8 +52,8 @@ func TestExitUsageUnknownCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"top", []string{"frobnicate"}, `unknown command "frobnicate" for hostctl (hostctl help lists them)`},
-		{"in a group", []string{"container", "frob"}, `unknown command "frob" for hostctl container (hostctl help container lists them)`},
+		{"top", []string{"frobnicate"}, `unknown command "frobnicate" for hostctl (hostctl -h lists them)`},
+		{"in a group", []string{"container", "frob"}, `unknown command "frob" for hostctl container (hostctl container -h lists them)`},
 		{"group alone", []string{"container"}, "USAGE\n  hostctl container"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
