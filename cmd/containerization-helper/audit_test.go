@@ -19,9 +19,7 @@ import (
 func TestAuditPairs(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	ctx := ctxT(t, 2*time.Minute)
 
 	c := s.create(t, img, []string{"/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"}, []string{"PATH=/bin"}, true)
@@ -72,9 +70,7 @@ func TestAuditPairs(t *testing.T) {
 func TestAuditAfterCallerGaveUp(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	// exec sleep: the init ignores SIGTERM, so the stop waits its timeout.
 	c := s.create(t, img, []string{"/bin/sh", "-c", "exec sleep 600"}, []string{"PATH=/bin"}, true)
 	p, err := s.c.Plan(ctxT(t, time.Minute), &helperapi.PlanRequest{Kind: helperapi.KindDelete, ContainerID: c.ContainerID, Context: s.cx, Force: true, StopTimeoutMS: 5000})

@@ -20,9 +20,7 @@ func TestMeasure(t *testing.T) {
 	if os.Getenv("HK_HELPER_MEASURE") != "1" {
 		t.Skip("set HK_HELPER_MEASURE=1 to measure")
 	}
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	_, s, img := helperSession(t)
 	ctx := ctxT(t, 5*time.Minute)
 	var health []time.Duration
 	for i := 0; i < 2000; i++ {

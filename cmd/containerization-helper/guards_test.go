@@ -21,9 +21,7 @@ import (
 // container stays as it was.
 func TestMutationRefusedBeforeExecution(t *testing.T) {
 	t.Parallel()
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	_, s, img := helperSession(t)
 	ctx := ctxT(t, 2*time.Minute)
 	c := s.create(t, img, []string{"/bin/sleep", "600"}, nil, false)
 	// A newer fence for the instance makes fence 1 stale.

@@ -88,9 +88,6 @@ func askAs(t *testing.T, exe, sock string, cred *syscall.Credential, op string, 
 // as a missing one; a root peer still reads the root-only layout.
 func TestLayoutReadAsPeer(t *testing.T) {
 	t.Parallel()
-	if ok, why := imagetest.Available(); !ok {
-		t.Skip(why)
-	}
 	// Layouts: one in a root-only 0700 directory, and a world-readable
 	// copy under a directory every user may search.
 	private := t.TempDir() // 0700, root's
@@ -105,18 +102,7 @@ func TestLayoutReadAsPeer(t *testing.T) {
 	if err := exec.Command("cp", "-a", layout, public).Run(); err != nil {
 		t.Fatal(err)
 	}
-	err = filepath.Walk(open, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if fi.IsDir() {
-			return os.Chmod(p, 0o755)
-		}
-		return os.Chmod(p, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	imagetest.OpenToAll(t, open)
 	exe := filepath.Join(open, "peer")
 	copyFile(t, selfExe(t), exe, nil)
 

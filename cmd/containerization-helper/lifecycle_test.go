@@ -57,6 +57,15 @@ func newSession(t *testing.T, h *helperProc) *session {
 	return &session{h: h, c: c, neg: neg, cx: helperapi.Context{CapabilityDigest: neg.CapabilityDigest, Fence: 1, InstanceID: newUUID(t), ProjectID: neg.ProjectID}}
 }
 
+// helperSession starts a helper on a fresh root that allows this test
+// binary, opens a session on it and builds the fixture image.
+func helperSession(t *testing.T) (*helperProc, *session, helperapi.ImageRef) {
+	t.Helper()
+	img := fixture(t)
+	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
+	return h, newSession(t, h), img
+}
+
 // createRunning plans and creates a container running cmd (and starts it
 // when start is set); it is force-deleted at the end of the test.
 func (s *session) create(t *testing.T, img helperapi.ImageRef, cmd, env []string, start bool) *helperapi.Container {
@@ -127,9 +136,7 @@ func (s *session) forceDelete(t *testing.T, id string) {
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	ctx := ctxT(t, 3*time.Minute)
 
 	is.Equal(s.neg.Provider, "runc")

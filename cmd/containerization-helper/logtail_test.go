@@ -84,9 +84,7 @@ func TestDeleteCarriesLogTail(t *testing.T) {
 func TestDeleteLogTailBounded(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	// 1300 lines of 1025 bytes (1.27 MiB), then the markers.
 	big := `s=x; for i in 1 2 3 4 5 6 7 8 9 10; do s=$s$s; done; i=0; while [ $i -lt 1300 ]; do echo $s; i=$((i+1)); done; ` +
 		`trap 'echo bye-marker; exit 0' TERM; echo up; sleep 600 & wait`

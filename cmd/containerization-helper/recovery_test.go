@@ -65,9 +65,7 @@ func TestOrphanAfterKill(t *testing.T) {
 func TestCancelSlowOp(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	ctx := ctxT(t, 2*time.Minute)
 	c := s.create(t, img, []string{"/bin/sleep", "600"}, nil, true)
 	p, err := s.c.Plan(ctx, &helperapi.PlanRequest{Kind: helperapi.KindRestart, ContainerID: c.ContainerID, Context: s.cx, StopTimeoutMS: 60_000})

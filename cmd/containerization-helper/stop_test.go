@@ -17,9 +17,7 @@ import (
 func TestStopGraceful(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	_, s, img := helperSession(t)
 	ctx := ctxT(t, 2*time.Minute)
 
 	cmd := []string{"/bin/sh", "-c", "trap 'echo got-term; exit 0' TERM; echo up; sleep 600 & wait"}

@@ -45,18 +45,7 @@ func openBase(t *testing.T) string {
 func worldReadable(t *testing.T, f fixture, dst string) string {
 	t.Helper()
 	copyTree(t, f.layout, dst)
-	err := filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if fi.IsDir() {
-			return os.Chmod(p, 0o755)
-		}
-		return os.Chmod(p, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	imagetest.OpenToAll(t, dst)
 	return dst
 }
 
@@ -272,9 +261,6 @@ func TestLayoutAccess(t *testing.T) {
 // anything, and unpacks for a reader that may read the layout.
 func TestPrepareForReader(t *testing.T) {
 	t.Parallel()
-	if ok, why := imagetest.Available(); !ok {
-		t.Skip(why)
-	}
 	f := newFixture(t)
 	u := newUnpacker(t)
 	ctx := context.Background()

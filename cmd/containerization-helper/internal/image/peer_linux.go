@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"hostkit.dev/cmd/containerization-helper/internal/peerauth"
 )
 
 // ReaderOf returns the Reader for a socket peer whose kernel credentials
@@ -37,7 +39,7 @@ func readerOf(uid, gid uint32, pid int32) (*Reader, error) {
 		return nil, fmt.Errorf("image: peer pid %d is not visible", pid)
 	}
 	proc := "/proc/" + strconv.Itoa(int(pid))
-	before, err := procStart(proc)
+	before, err := peerauth.StartTime(proc)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +82,7 @@ func readerOf(uid, gid uint32, pid int32) (*Reader, error) {
 	if !seen["Uid"] || !seen["Gid"] || !seen["Groups"] {
 		return nil, errors.New("image: peer status lacks Uid, Gid or Groups")
 	}
-	if after, err := procStart(proc); err != nil || after != before {
+	if after, err := peerauth.StartTime(proc); err != nil || after != before {
 		return nil, fmt.Errorf("image: peer %d changed while it was read", pid)
 	}
 	return r, nil
@@ -89,22 +91,3 @@ func readerOf(uid, gid uint32, pid int32) (*Reader, error) {
 // overflowGID is the gid the kernel shows for a group that has no
 // mapping in the reader's user namespace.
 const overflowGID = 65534
-
-// procStart returns field 22 (starttime) of <proc>/stat; the command name
-// (field 2) may hold spaces and parentheses, so fields are counted after
-// its last ')'.
-func procStart(proc string) (uint64, error) {
-	b, err := os.ReadFile(proc + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, errors.New("image: malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 { // f[0] is field 3, so field 22 is f[19]
-		return 0, errors.New("image: short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}

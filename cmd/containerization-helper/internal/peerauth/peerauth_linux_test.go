@@ -219,9 +219,9 @@ func TestNewAllowlist(t *testing.T) {
 func TestStartTime(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	a, err := startTime("/proc/self")
+	a, err := StartTime("/proc/self")
 	is.NoErr(err)
-	b, err := startTime("/proc/self")
+	b, err := StartTime("/proc/self")
 	is.NoErr(err)
 	is.True(a > 0)
 	is.Equal(a, b)

@@ -25,7 +25,7 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 		return "", sum, ReasonUnreadable
 	}
 	proc := "/proc/" + strconv.Itoa(pid)
-	before, err := startTime(proc)
+	before, err := StartTime(proc)
 	if err != nil {
 		return "", sum, ReasonUnreadable
 	}
@@ -74,7 +74,7 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 	}
 	// The process behind pid must be the one that was looked at: a pid
 	// recycled meanwhile has another start time.
-	after, err := startTime(proc)
+	after, err := StartTime(proc)
 	if err != nil || after != before {
 		return exe, sum, ReasonPidChanged
 	}
@@ -85,10 +85,12 @@ func keyOf(st *unix.Stat_t) fileKey {
 	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtimeNS: st.Mtim.Nano(), ctimeNS: st.Ctim.Nano()}
 }
 
-// startTime returns field 22 (starttime, clock ticks after boot) of
-// <proc>/stat. The command name (field 2) may hold spaces and
-// parentheses, so fields are counted after its last ')'.
-func startTime(proc string) (uint64, error) {
+// StartTime returns field 22 (starttime, clock ticks after boot) of
+// <proc>/stat (proc(5)), e.g. proc "/proc/1234": with the pid, a process's
+// identity. The command name (field 2) may hold spaces and parentheses,
+// so fields are counted after its last ')'. Errors: reading the file, a
+// malformed or short stat.
+func StartTime(proc string) (uint64, error) {
 	b, err := os.ReadFile(proc + "/stat")
 	if err != nil {
 		return 0, err

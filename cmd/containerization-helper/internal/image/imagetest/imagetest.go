@@ -324,3 +324,21 @@ func must(t testing.TB, err error) {
 		t.Fatalf("imagetest: %v", err)
 	}
 }
+
+// OpenToAll makes every directory under dir (dir included) 0755 and every
+// file 0644, for tests of peers that are not root.
+func OpenToAll(t testing.TB, dir string) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
