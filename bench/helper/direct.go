@@ -24,9 +24,10 @@ const runcPath = "/usr/sbin/runc"
 
 // direct runs runc itself, with the helper's flags, on a private root.
 type direct struct {
-	dir      string         // bundles, pid files, logs
-	root     string         // runc --root
-	template map[string]any // a helper-made bundle's config.json
+	dir      string          // bundles, pid files, logs
+	root     string          // runc --root
+	template map[string]any  // a helper-made bundle's config.json
+	kills    []time.Duration // each `runc kill` of a cycle (the helper signals through a pidfd instead)
 }
 
 // newDirect prepares dir and takes the template config from the bundle of
@@ -77,65 +78,99 @@ func (d *direct) runc(stdio *os.File, args ...string) error {
 
 // cycle writes the bundle (the template with this id's cgroup path), then
 // create, start and delete: with force, `delete --force`; without, the
-// helper's way (`kill id 15`, wait for the init to exit, `delete id`).
-func (d *direct) cycle(ctx context.Context, force, trace bool) error {
+// helper's way (`kill id 15`, wait for the init to exit, `delete id`). It
+// returns their time, not the wait for the init to be ready (waitReady)
+// between start and delete.
+func (d *direct) cycle(ctx context.Context, force, trace bool) (time.Duration, error) {
 	t0 := time.Now()
 	id := "hkd-" + hexID()
 	bundle := filepath.Join(d.dir, id)
 	if err := os.Mkdir(bundle, 0o700); err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(bundle)
 	cfg := d.template
 	cfg["linux"].(map[string]any)["cgroupsPath"] = "/hostkit/" + id
 	b, err := json.Marshal(cfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
-		return err
+		return 0, err
 	}
 	logPath := filepath.Join(d.dir, id+".log")
 	defer os.Remove(logPath)
 	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer console.Close()
 	pidFile := filepath.Join(d.dir, id+".pid")
 	defer os.Remove(pidFile)
 	if err := d.runc(console, "create", "--bundle", bundle, "--pid-file", pidFile, id); err != nil {
-		return err
+		return 0, err
 	}
 	pb, err := os.ReadFile(pidFile)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(pb)))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer reap(pid)
 	t1 := time.Now()
 	if err := d.runc(nil, "start", id); err != nil {
-		return err
+		return 0, err
 	}
 	t2 := time.Now()
-	if trace {
-		defer func() {
-			fmt.Printf("    direct cycle: create %s start %s delete %s\n", ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(time.Since(t2)))
-		}()
+	if err := waitReady(ctx, pid); err != nil {
+		return 0, err
+	}
+	t3 := time.Now()
+	timed := func(err error) (time.Duration, error) {
+		t4 := time.Now()
+		if trace {
+			fmt.Printf("    direct cycle: create %s start %s delete %s\n", ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t4.Sub(t3)))
+		}
+		return t2.Sub(t0) + t4.Sub(t3), err
 	}
 	if force {
-		return d.runc(nil, "delete", "--force", id)
+		return timed(d.runc(nil, "delete", "--force", id))
 	}
+	tk := time.Now()
 	if err := d.runc(nil, "kill", id, "15"); err != nil { // SIGTERM, as the helper's stop sends
-		return err
+		return 0, err
 	}
+	d.kills = append(d.kills, time.Since(tk))
 	if err := waitExit(ctx, pid); err != nil {
-		return err
+		return 0, err
 	}
-	return d.runc(nil, "delete", id)
+	return timed(d.runc(nil, "delete", id))
+}
+
+// waitReady waits (at most 5 s) until the container's init, pid, the shell
+// of benchCmd, is blocked in rt_sigsuspend(2): its SIGTERM trap is set and
+// it waits for its child. Before that a SIGTERM can be lost: the init of
+// a PID namespace gets only the signals it has a handler for
+// (pid_namespaces(7)), and the shell's handler is not yet, or not always,
+// in place while it starts its child. Both arms wait, untimed, so the
+// time a stop arrives after start does not decide whether it works.
+func waitReady(ctx context.Context, pid int) error {
+	path := "/proc/" + strconv.Itoa(pid) + "/syscall"
+	for deadline := time.Now().Add(5 * time.Second); ctx.Err() == nil; time.Sleep(100 * time.Microsecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if nr, _, _ := strings.Cut(string(b), " "); nr == strconv.Itoa(unix.SYS_RT_SIGSUSPEND) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the init (pid %d) did not reach its wait within 5 s", pid)
+		}
+	}
+	return ctx.Err()
 }
 
 // waitExit waits until pid has exited (a pidfd becomes readable).

@@ -88,14 +88,17 @@ func (h *helperProc) create(ctx context.Context, img image, cmd ...string) (stri
 	return p.ContainerID, nil
 }
 
-// start plans and starts id.
-func (h *helperProc) start(ctx context.Context, id string) error {
+// start plans and starts id, and returns its init's pid.
+func (h *helperProc) start(ctx context.Context, id string) (int, error) {
 	p, err := h.c.Plan(ctx, &helperapi.PlanRequest{Kind: helperapi.KindStart, ContainerID: id, Context: h.cx})
 	if err != nil {
-		return fmt.Errorf("plan start: %w", err)
+		return 0, fmt.Errorf("plan start: %w", err)
 	}
-	_, err = h.c.Start(ctx, uuid(), &helperapi.MutationRequest{ContainerID: id, Context: h.cx, PlanHash: p.PlanHash})
-	return err
+	c, err := h.c.Start(ctx, uuid(), &helperapi.MutationRequest{ContainerID: id, Context: h.cx, PlanHash: p.PlanHash})
+	if err != nil {
+		return 0, err
+	}
+	return int(c.Pid), nil
 }
 
 // delete plans a forced delete of id and carries it out.
@@ -108,24 +111,31 @@ func (h *helperProc) delete(ctx context.Context, id string) error {
 	return err
 }
 
-// cycle is plan+create, plan+start, plan+delete (force) of one container.
-// With trace, it prints the time of each part.
-func (h *helperProc) cycle(ctx context.Context, img image, trace bool) error {
+// cycle is plan+create, plan+start, plan+delete (force) of one container,
+// and returns their time (not the wait for the init to be ready, waitReady,
+// between start and delete). With trace, it prints the time of each part.
+func (h *helperProc) cycle(ctx context.Context, img image, trace bool) (time.Duration, error) {
 	t0 := time.Now()
 	id, err := h.create(ctx, img, benchCmd...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t1 := time.Now()
-	if err := h.start(ctx, id); err != nil {
-		return err
+	pid, err := h.start(ctx, id)
+	if err != nil {
+		return 0, err
 	}
 	t2 := time.Now()
-	err = h.delete(ctx, id)
-	if trace {
-		fmt.Printf("    helper cycle: create %s start %s delete %s\n", ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(time.Since(t2)))
+	if err := waitReady(ctx, pid); err != nil {
+		return 0, err
 	}
-	return err
+	t3 := time.Now()
+	err = h.delete(ctx, id)
+	t4 := time.Now()
+	if trace {
+		fmt.Printf("    helper cycle: create %s start %s delete %s\n", ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t4.Sub(t3)))
+	}
+	return t2.Sub(t0) + t4.Sub(t3), err
 }
 
 // uuid is a random version 4 UUID (instance ids, idempotency keys).

@@ -335,60 +335,100 @@ func stopTimeout(ms int64) time.Duration {
 const pollEvery = 50 * time.Millisecond
 
 // stop sends SIGTERM to the container's init, waits up to timeout for it
-// to stop, then SIGKILLs every process and waits again (at most 10 s).
-// The waits end with ctx (op.cancel, the deadline).
+// to stop, then SIGKILLs every process (through the runtime, which walks
+// the cgroup and thaws a paused one) and waits again (at most 10 s). The
+// waits end with ctx (op.cancel, the deadline).
 func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) error {
-	if err := s.cfg.Runtime.Kill(ctx, id, syscall.SIGTERM, false); err != nil && wire.CodeOf(err) != CodeBadState {
-		return s.mapErr(ctx, err)
-	}
-	stopped, err := s.waitStopped(ctx, id, timeout)
+	stopped, err := s.waitStopped(ctx, id, syscall.SIGTERM, timeout)
 	if err != nil || stopped {
 		return err
 	}
 	if err := s.cfg.Runtime.Kill(ctx, id, syscall.SIGKILL, true); err != nil && wire.CodeOf(err) != CodeBadState {
 		return s.mapErr(ctx, err)
 	}
-	stopped, err = s.waitStopped(ctx, id, 10*time.Second)
+	stopped, err = s.waitStopped(ctx, id, 0, 10*time.Second)
 	if err == nil && !stopped {
 		err = &wire.Error{Code: CodeBadState, Msg: "the container did not stop after SIGKILL", Retry: wire.RetryAfterObserve}
 	}
 	return err
 }
 
-// waitStopped reports whether id stopped within timeout. While the
-// container's init runs, it waits on a pidfd of the init (the exit is
-// seen the moment it happens); the runtime's state, read before and after,
-// decides, and polling it is the fallback (an init that cannot be opened).
-func (s *Server) waitStopped(ctx context.Context, id string, timeout time.Duration) (bool, error) {
+// waitStopped reports whether id stopped within timeout, after sending
+// sig (unless 0) to its init (signalInit). While the init runs, the wait
+// is on a pidfd of it (the exit is seen the moment it happens); the
+// runtime's state decides, and polling it is the fallback (an init that
+// cannot be opened).
+func (s *Server) waitStopped(ctx context.Context, id string, sig syscall.Signal, timeout time.Duration) (bool, error) {
 	deadline := time.Now().Add(timeout)
-	st, err := s.cfg.Runtime.State(ctx, id)
+	w, st, err := s.openInit(ctx, id)
 	if err != nil {
-		return false, s.mapErr(ctx, err)
+		return false, err
 	}
 	if st.Status == provider.StatusStopped {
 		return true, nil
 	}
-	if st.Pid > 0 {
-		if w, err := openPidWaiter(st.Pid); err == nil {
-			defer w.close()
-			// The state read after the pidfd was opened still names the
-			// same init (the provider checks its pid and start time), so
-			// the pidfd is the init's.
-			again, err := s.cfg.Runtime.State(ctx, id)
-			if err != nil {
-				return false, s.mapErr(ctx, err)
-			}
-			if again.Status == provider.StatusStopped {
-				return true, nil
-			}
-			if again.Pid == st.Pid {
-				if _, err := w.wait(ctx, deadline); err != nil {
-					return false, wire.Wrap(wire.CodeInternal, "stop ended with the op", context.Cause(ctx))
-				}
-			}
+	if w != nil {
+		defer w.close()
+	}
+	if sig != 0 {
+		if err := s.signalInit(ctx, id, w, sig); err != nil {
+			return false, err
+		}
+	}
+	if w != nil {
+		if _, err := w.wait(ctx, deadline); err != nil {
+			return false, wire.Wrap(wire.CodeInternal, "stop ended with the op", context.Cause(ctx))
 		}
 	}
 	return s.pollStopped(ctx, id, deadline)
+}
+
+// openInit reads id's state and, while its init runs, opens a pidfd of
+// the init (pidfd_open(2)). A state read after the pidfd was opened that
+// still names the same init (the provider checks its pid and start time)
+// makes the pidfd the init's; that read is returned. The pidfd is nil when
+// the container is stopped, has no init pid, or the init cannot be opened
+// or changed meanwhile.
+func (s *Server) openInit(ctx context.Context, id string) (*pidWaiter, *provider.State, error) {
+	st, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		return nil, nil, s.mapErr(ctx, err)
+	}
+	if st.Status == provider.StatusStopped || st.Pid <= 0 {
+		return nil, st, nil
+	}
+	w, err := openPidWaiter(st.Pid)
+	if err != nil {
+		return nil, st, nil
+	}
+	again, err := s.cfg.Runtime.State(ctx, id)
+	if err != nil {
+		w.close()
+		return nil, nil, s.mapErr(ctx, err)
+	}
+	if again.Status == provider.StatusStopped || again.Pid != st.Pid {
+		w.close()
+		return nil, again, nil
+	}
+	return w, again, nil
+}
+
+// signalInit sends sig to id's init: through w, the init's pidfd, when
+// there is one (pidfd_send_signal(2)), else through the runtime's kill. The
+// two do the same thing: `runc kill <id> <sig>` without --all is kill(2)
+// of the init's pid (runc's libcontainer Signal; crun's kill likewise),
+// and the pidfd does it without a runtime process and with no window for
+// the pid to be reused. An init that has already exited is no error.
+func (s *Server) signalInit(ctx context.Context, id string, w *pidWaiter, sig syscall.Signal) error {
+	if w != nil {
+		if err := w.signal(sig); err == nil || errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+	}
+	if err := s.cfg.Runtime.Kill(ctx, id, sig, false); err != nil && wire.CodeOf(err) != CodeBadState {
+		return s.mapErr(ctx, err)
+	}
+	return nil
 }
 
 // pollStopped reads id's state until it is stopped or deadline passes.

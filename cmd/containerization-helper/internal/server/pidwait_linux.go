@@ -49,5 +49,11 @@ func (w *pidWaiter) wait(ctx context.Context, deadline time.Time) (bool, error) 
 	}
 }
 
+// signal sends sig to the process (pidfd_send_signal(2)). Errors: those
+// of pidfd_send_signal(2) (ESRCH: the process has exited).
+func (w *pidWaiter) signal(sig unix.Signal) error {
+	return unix.PidfdSendSignal(w.fd, sig, nil, 0)
+}
+
 // close releases the pidfd.
 func (w *pidWaiter) close() { unix.Close(w.fd) }

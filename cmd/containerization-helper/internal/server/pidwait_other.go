@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -18,3 +19,4 @@ func openPidWaiter(int) (*pidWaiter, error) {
 
 func (*pidWaiter) wait(context.Context, time.Time) (bool, error) { return false, nil }
 func (*pidWaiter) close()                                        {}
+func (*pidWaiter) signal(syscall.Signal) error                   { return syscall.ENOSYS }
