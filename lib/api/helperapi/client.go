@@ -76,7 +76,8 @@ func (c *Client) Start(ctx context.Context, idem string, req *MutationRequest) (
 }
 
 // Restart carries out a restart plan: stop (SIGTERM, then SIGKILL after
-// the plan's stop timeout), delete, create from the same bundle, start.
+// the plan's stop timeout; a paused container gets SIGKILL at once),
+// delete, create from the same bundle, start.
 func (c *Client) Restart(ctx context.Context, idem string, req *MutationRequest) (*Container, error) {
 	return c.mutate(ctx, OpRestart, idem, req)
 }

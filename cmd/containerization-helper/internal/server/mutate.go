@@ -336,8 +336,10 @@ const pollEvery = 50 * time.Millisecond
 
 // stop sends SIGTERM to the container's init, waits up to timeout for it
 // to stop, then SIGKILLs every process (through the runtime, which walks
-// the cgroup and thaws a paused one) and waits again (at most 10 s). The
-// waits end with ctx (op.cancel, the deadline).
+// the cgroup and thaws a paused one) and waits again (at most 10 s). A
+// paused container gets the SIGKILL at once: its frozen init could not
+// handle a SIGTERM before the timeout anyway. The waits end with ctx
+// (op.cancel, the deadline).
 func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) error {
 	stopped, err := s.waitStopped(ctx, id, syscall.SIGTERM, timeout)
 	if err != nil || stopped {
@@ -357,15 +359,19 @@ func (s *Server) stop(ctx context.Context, id string, timeout time.Duration) err
 // sig (unless 0) to its init (signalInit). While the init runs, the wait
 // is on a pidfd of it (the exit is seen the moment it happens); the
 // runtime's state decides, and polling it is the fallback (an init that
-// cannot be opened).
+// cannot be opened). A paused container is not signalled and reports
+// false at once (stop goes on to SIGKILL).
 func (s *Server) waitStopped(ctx context.Context, id string, sig syscall.Signal, timeout time.Duration) (bool, error) {
 	deadline := time.Now().Add(timeout)
 	w, st, err := s.openInit(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	if st.Status == provider.StatusStopped {
+	switch {
+	case st.Status == provider.StatusStopped:
 		return true, nil
+	case st.Status == provider.StatusPaused && sig != 0:
+		return false, nil
 	}
 	if w != nil {
 		defer w.close()
@@ -383,18 +389,20 @@ func (s *Server) waitStopped(ctx context.Context, id string, sig syscall.Signal,
 	return s.pollStopped(ctx, id, deadline)
 }
 
-// openInit reads id's state and, while its init runs, opens a pidfd of
-// the init (pidfd_open(2)). A state read after the pidfd was opened that
-// still names the same init (the provider checks its pid and start time)
-// makes the pidfd the init's; that read is returned. The pidfd is nil when
-// the container is stopped, has no init pid, or the init cannot be opened
-// or changed meanwhile.
+// openInit reads id's state and, while it is running, opens a pidfd of
+// its init (pidfd_open(2)). A state read after the pidfd was opened that
+// still says running with the same init pid makes the pidfd the init's:
+// for a running container the provider has checked that pid's start time
+// against the runtime's record (a paused one's pid is the runtime's word
+// only, so it gets no pidfd). That read is returned. The pidfd is nil when
+// the container is not running, has no init pid, or the init cannot be
+// opened or changed meanwhile.
 func (s *Server) openInit(ctx context.Context, id string) (*pidWaiter, *provider.State, error) {
 	st, err := s.cfg.Runtime.State(ctx, id)
 	if err != nil {
 		return nil, nil, s.mapErr(ctx, err)
 	}
-	if st.Status == provider.StatusStopped || st.Pid <= 0 {
+	if st.Status != provider.StatusRunning || st.Pid <= 0 {
 		return nil, st, nil
 	}
 	w, err := openPidWaiter(st.Pid)
@@ -406,7 +414,7 @@ func (s *Server) openInit(ctx context.Context, id string) (*pidWaiter, *provider
 		w.close()
 		return nil, nil, s.mapErr(ctx, err)
 	}
-	if again.Status == provider.StatusStopped || again.Pid != st.Pid {
+	if again.Status != provider.StatusRunning || again.Pid != st.Pid {
 		w.close()
 		return nil, again, nil
 	}
@@ -473,7 +481,8 @@ func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
 	if g.plan.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
 		// A forced delete stops the container as helperapi documents it:
 		// SIGTERM, the plan's stop timeout, then SIGKILL (an agent gets
-		// its chance to flush and exit).
+		// its chance to flush and exit; a paused one, frozen, cannot, and
+		// gets SIGKILL at once).
 		if err := s.stop(ctx, id, stopTimeout(g.plan.StopTimeoutMS)); err != nil {
 			return nil, err
 		}
