@@ -32,8 +32,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,6 +79,9 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(root)
+	// Runs after the helper stopped, on every return: containers left by
+	// an interrupted or failed run are deleted, not orphaned.
+	defer sweep(filepath.Join(root, "direct", "root"), filepath.Join(root, "h", "state", "helper", "runtime"))
 	if *bin == "" {
 		*bin = filepath.Join(root, "bin", "containerization-helper")
 		build := exec.Command("go", "build", "-o", *bin, ".")
@@ -90,7 +95,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("fixture image: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 30*time.Minute)
 	defer cancel()
 	for _, part := range strings.FieldsFunc(*tmpfs, func(r rune) bool { return r == ',' }) {
 		dir := map[string]string{"log": "log", "store": "state/helper/store"}[part]
@@ -132,10 +139,32 @@ func run() error {
 	fmt.Printf("load average after: %.2f %.2f %.2f\n", la[0], la[1], la[2])
 	if !ok1 || !ok2 {
 		fmt.Println("RESULT: FAIL")
-	} else {
-		fmt.Println("RESULT: PASS")
+		return errors.New("a target was not met")
 	}
+	fmt.Println("RESULT: PASS")
 	return nil
+}
+
+// sweep force-deletes every container in the runc roots (those a run
+// left behind when it was interrupted or failed) and reaps their inits,
+// adopted by this process as a child subreaper.
+func sweep(roots ...string) {
+	for _, root := range roots {
+		out, err := exec.Command(runcPath, "--root", root, "list", "-q").Output()
+		if err != nil {
+			continue // no such root: nothing was made there
+		}
+		for _, id := range strings.Fields(string(out)) {
+			if err := exec.Command(runcPath, "--root", root, "delete", "--force", id).Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "helper-bench: cleanup: runc delete --force %s: %v\n", id, err)
+			}
+		}
+	}
+	for {
+		if pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); pid <= 0 || err != nil {
+			return
+		}
+	}
 }
 
 // loadavg reads /proc/loadavg.

@@ -40,6 +40,14 @@ func TestInstanceProvisionContainer(t *testing.T) {
 		}
 	}
 	is.True(strings.Contains(out, "hi-from-hostctl"))
+	// The table shows a container instance's own fields, not a host
+	// instance's agent uid and session.
+	code, table, _ := runCLI("-root", root, "instance", "status", in.InstanceID)
+	is.Equal(code, 0)
+	is.True(strings.Contains(table, "runtime:     container\n"))
+	is.True(strings.Contains(table, "image:       "+layout+"@"+digest+"\n"))
+	is.True(strings.Contains(table, "container id: hk-"))
+	is.True(!strings.Contains(table, "agent uid:") && !strings.Contains(table, "session:"))
 	var st instanceJSON
 	cliJSON(t, &st, "-root", root, "instance", "stop", in.InstanceID)
 	is.Equal(st.State, "stopped")

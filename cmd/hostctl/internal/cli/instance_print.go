@@ -87,11 +87,22 @@ func (g *globals) printInstance(in *api.Instance) error {
 	}
 	rows := [][]string{
 		{"id", in.InstanceID}, {"name", in.Name}, {"state", in.State}, {"command", strings.Join(in.Command, " ")},
-		{"pid", pidStr(in.PID)}, {"agent uid", fmt.Sprint(in.AgentUID)}, {"network", in.Network},
-		{"session", in.SessionBackend + " (" + in.Session + ")"}, {"pty", fmt.Sprint(in.PTY)},
-		{"working dir", in.WorkingDir}, {"watch agent", in.WatchAgent}, {"created", msTime(in.CreatedAt)},
-		{"started", msTime(in.StartedAt)},
+		{"runtime", in.Runtime}, {"pid", pidStr(in.PID)},
 	}
+	if in.Runtime == api.RuntimeContainer {
+		// No agent uid or session: the container's init runs under the
+		// helper, and its output is the console log (docs/supervisord.md).
+		image := "-"
+		if in.Image != nil {
+			image = in.Image.Layout + "@" + in.Image.ManifestDigest
+		}
+		rows = append(rows, []string{"container id", in.ContainerID}, []string{"image", image}, []string{"network", in.Network})
+	} else {
+		rows = append(rows, []string{"agent uid", fmt.Sprint(in.AgentUID)}, []string{"network", in.Network},
+			[]string{"session", in.SessionBackend + " (" + in.Session + ")"}, []string{"pty", fmt.Sprint(in.PTY)})
+	}
+	rows = append(rows, []string{"working dir", in.WorkingDir}, []string{"watch agent", in.WatchAgent},
+		[]string{"created", msTime(in.CreatedAt)}, []string{"started", msTime(in.StartedAt)})
 	if in.Exit != nil {
 		rows = append(rows, []string{"exit", exitString(in.Exit)}, []string{"exited", msTime(in.ExitedAt)})
 	}
