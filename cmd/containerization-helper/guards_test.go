@@ -147,7 +147,7 @@ func TestObserveOwnership(t *testing.T) {
 	s := newSession(t, h)
 	ctx := ctxT(t, 2*time.Minute)
 	mine := s.create(t, img, []string{"/bin/sleep", "600"}, nil, false)
-	helperRoot := filepath.Join(root, "state", "helper", "runtime")
+	helperRoot := runtimeRoot(root)
 	bundle := filepath.Join(root, "state", "helper", "bundles", mine.ContainerID)
 
 	plain := "hk-00000000000000aa" // a name in the helper's own form grants nothing

@@ -122,6 +122,9 @@ type helperProc struct {
 	err    error // Wait's, once done is closed
 }
 
+// runtimeRoot is the runc --root of the helper under root.
+func runtimeRoot(root string) string { return filepath.Join(root, "state", "helper", "runtime") }
+
 // newRoot makes a short -root under /tmp, removed at the end of the test.
 func newRoot(t *testing.T) string {
 	t.Helper()

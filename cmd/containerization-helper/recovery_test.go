@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestOrphanAfterKill(t *testing.T) {
 	c, err := s1.c.Create(ctx, newIdem(t), &helperapi.MutationRequest{ContainerID: p.ContainerID, Context: s1.cx, PlanHash: p.PlanHash})
 	is.NoErr(err)
 	t.Cleanup(func() { // should the test stop before the helper deletes it
-		exec.Command("/usr/sbin/runc", "--root", filepath.Join(root, "state", "helper", "runtime"), "delete", "--force", c.ContainerID).Run()
+		exec.Command("/usr/sbin/runc", "--root", runtimeRoot(root), "delete", "--force", c.ContainerID).Run()
 	})
 	is.True(!c.Orphan) // its creator lives
 	h1.kill9()

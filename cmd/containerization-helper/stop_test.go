@@ -61,9 +61,6 @@ func waitLog(t *testing.T, s *session, id, want string) {
 	}
 }
 
-// runtimeRoot is the runc --root of the helper under root.
-func runtimeRoot(root string) string { return filepath.Join(root, "state", "helper", "runtime") }
-
 // A paused container is stopped with SIGKILL at once (through the
 // runtime, which thaws it): its frozen init could not handle a SIGTERM, so
 // waiting out the stop timeout would only delay the delete. A running one
@@ -71,13 +68,10 @@ func runtimeRoot(root string) string { return filepath.Join(root, "state", "help
 func TestStopPausedKillsAtOnce(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	img := fixture(t)
-	root := newRoot(t)
-	h := startHelper(t, "", root, "-allow-exe", selfExe(t))
-	s := newSession(t, h)
+	h, s, img := helperSession(t)
 	c := s.create(t, img, trapTerm, []string{"PATH=/bin"}, true)
 	waitLog(t, s, c.ContainerID, "up")
-	runc(t, runtimeRoot(root), "pause", c.ContainerID)
+	runc(t, runtimeRoot(h.root), "pause", c.ContainerID)
 
 	begin := time.Now()
 	d, _ := s.deleteForced(t, c.ContainerID, newIdem(t), 60_000)
