@@ -233,22 +233,33 @@ func run() error {
 
 	// (b) opaque CONNECT tunnel, MB/s.
 	bigURL := "https://" + tlsUp + "/big"
-	b := func(mode, proxy string) {
-		rows = append(rows, download("b", mode, proxy, bigURL, ca.pool, *bigMB))
+	// pid 0: the proxy's CPU is not measured (squid and tinyproxy run
+	// several processes).
+	b := func(mode, proxy string, pid int) {
+		cpu0, self0 := cpuTime(pid), cpuTime(os.Getpid())
+		r := download("b", mode, proxy, bigURL, ca.pool, *bigMB)
+		gib := float64(3**bigMB) / 1024 // three downloads
+		if r.value > 0 {
+			r.note = fmt.Sprintf("load CPU %.0f ms/GiB", float64((cpuTime(os.Getpid())-self0).Milliseconds())/gib)
+			if pid > 0 {
+				r.note = fmt.Sprintf("proxy CPU %.0f ms/GiB, ", float64((cpuTime(pid)-cpu0).Milliseconds())/gib) + r.note
+			}
+		}
+		rows = append(rows, r)
 	}
 	if strings.Contains(*sections, "b") {
 		if want("direct") {
-			b("direct", "")
+			b("direct", "", 0)
 		}
 		if sqErr == nil && want("squid") {
-			b("squid", "http://"+sq.addr)
+			b("squid", "http://"+sq.addr, 0)
 		}
 		if tpErr == nil && want("tinyproxy") {
-			b("tinyproxy", "http://"+tp.addr)
+			b("tinyproxy", "http://"+tp.addr, 0)
 		}
 		for i, e := range egs {
 			if want(modeKey(i)) {
-				b(names[i], e.proxyURL("bench"))
+				b(names[i], e.proxyURL("bench"), e.pid())
 			}
 		}
 	}

@@ -9,11 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	"hostkit.dev/lib/api/egressdapi"
 )
 
 func basic(inv, tok string) string {
@@ -148,4 +150,95 @@ func TestProxyTunnels(t *testing.T) {
 		is.True(strings.Contains(f.eg.auditLog(t), `"why":"unknown_invocation"`))
 	})
 	f.checkCanary(t, "")
+}
+
+// A tunnel in which nothing moves either way for -proxy-idle-timeout is
+// closed, with its upstream connection (a client that went quiet holds
+// nothing forever); one in which bytes keep moving in one direction stays
+// open past it, however quiet the other direction is.
+func TestTunnelIdleTimeout(t *testing.T) {
+	t.Parallel()
+	root := newRoot(t)
+	const idle = 500 * time.Millisecond
+	// The upstream: silent, unless asked to drip 15 bytes 100 ms apart.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	closed := make(chan time.Time, 4) // when egressd closed an upstream connection
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err == nil && line == "drip\n" {
+					for range 15 {
+						time.Sleep(100 * time.Millisecond)
+						io.WriteString(c, "x")
+					}
+					io.WriteString(c, "done\n")
+				}
+				io.Copy(io.Discard, c) // until egressd closes it
+				closed <- time.Now()
+			}()
+		}
+	}()
+	authority := "quiet.test:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	startSecretd(t, root)
+	eg := startEgressd(t, root, "-proxy-idle-timeout", idle.String(), "-resolve", authority+":127.0.0.1")
+	info, err := eg.api.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.Repeat("q", 43)
+	_, err = eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "inv-q", ProxyToken: tok,
+		Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "https://" + authority}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		is := is.New(t)
+		c, err := net.Dial("tcp", info.ProxyAddress)
+		is.NoErr(err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic("inv-q", tok)+"\r\n\r\n")
+		is.NoErr(err)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, 200)
+		return c, br
+	}
+	t.Run("quiet both ways: closed", func(t *testing.T) {
+		is := is.New(t)
+		c, br := open(t)
+		begin := time.Now()
+		_, err := br.ReadByte()
+		is.Equal(err, io.EOF) // egressd ended the tunnel
+		took := time.Since(begin)
+		is.True(took >= idle-50*time.Millisecond && took < 10*time.Second)
+		select {
+		case <-closed: // the upstream side went too
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream connection stayed open")
+		}
+		c.Close()
+	})
+	t.Run("bytes moving one way: kept open", func(t *testing.T) {
+		is := is.New(t)
+		c, br := open(t)
+		begin := time.Now()
+		_, err := io.WriteString(c, "drip\n")
+		is.NoErr(err)
+		got, err := br.ReadString('\n')
+		is.NoErr(err)
+		is.Equal(got, strings.Repeat("x", 15)+"done\n")
+		is.True(time.Since(begin) > 3*idle) // open well past the idle timeout, the upload side quiet
+	})
 }
