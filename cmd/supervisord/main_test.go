@@ -55,22 +55,34 @@ func TestMain(m *testing.M) {
 }
 
 // reapOrphans reaps children that are not the daemons tests start
-// (those are waited for by exec.Cmd): only pids reparented to us.
+// (those are waited for by exec.Cmd): only pids reparented to us. A
+// zombie is reaped only when the previous tick (50 ms before) already saw
+// it: a program a test runs itself (umoci, runc) is a zombie for the
+// moment between its exit and its exec.Cmd's wait, and reaping it then
+// would steal its status (the wait fails with ECHILD, "waitid: no child
+// processes").
 func reapOrphans(stop chan struct{}) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	seen := map[int]bool{} // zombies the last tick saw
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+		now := map[int]bool{}
 		for _, pid := range childrenOf(os.Getpid()) {
 			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombieOrphan(st) {
+				if !seen[pid] {
+					now[pid] = true
+					continue
+				}
 				var ws unix.WaitStatus
 				unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 			}
 		}
+		seen = now
 	}
 }
 
