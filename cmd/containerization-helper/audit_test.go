@@ -22,7 +22,7 @@ func TestAuditPairs(t *testing.T) {
 	h, s, img := helperSession(t)
 	ctx := ctxT(t, 2*time.Minute)
 
-	c := s.create(t, img, []string{"/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"}, []string{"PATH=/bin"}, true)
+	c := s.create(t, img, trapTerm, []string{"PATH=/bin"}, true)
 	_, err := s.c.Start(ctx, newIdem(t), &helperapi.MutationRequest{ContainerID: c.ContainerID, Context: s.cx, PlanHash: "sha256:" + strings.Repeat("0", 64)})
 	is.Equal(wire.CodeOf(err), "plan.unknown") // refused before it acted
 	s.forceDelete(t, c.ContainerID)

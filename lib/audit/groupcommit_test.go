@@ -51,9 +51,7 @@ func TestGroupCommitWithRotation(t *testing.T) {
 func TestAppendLazy(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir, Daemon: "t", Fsync: FsyncAlways})
-	is.NoErr(err)
+	dir, l := openSynced(t)
 	ctx := context.Background()
 	synced := func() uint64 { return syncedLines(l) }
 	s1, err := l.AppendLazy(ctx, Record{Op: "t.read", Outcome: OutcomeOK})
@@ -82,9 +80,7 @@ func TestAppendLazy(t *testing.T) {
 func TestLazyPair(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir, Daemon: "t", Fsync: FsyncAlways})
-	is.NoErr(err)
+	dir, l := openSynced(t)
 	ctx := context.Background()
 	synced := func() uint64 { return syncedLines(l) }
 	p, err := l.BeginLazy(ctx, Record{Op: "t.change"})
@@ -114,4 +110,16 @@ func syncedLines(l *Log) uint64 {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	return l.synced
+}
+
+// openSynced opens a log that syncs every Append (FsyncAlways) in a
+// fresh directory.
+func openSynced(t *testing.T) (string, *Log) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, Daemon: "t", Fsync: FsyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, l
 }

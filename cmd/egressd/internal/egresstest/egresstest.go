@@ -4,6 +4,7 @@
 package egresstest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"hostkit.dev/lib/api/secretdapi"
 )
 
 // CA is a throwaway certificate authority.
@@ -142,4 +145,22 @@ func AgentListener(t testing.TB, uid uint32) int {
 	}
 	t.Fatal("agent listener did not start")
 	return 0
+}
+
+// Consumer is an in-process secretd lease consumer that hands out fixed
+// leases: the i-th handle of a consume gets Leases[i] (a copy, its Value
+// copied too), with that handle. Unit tests and in-process benchmarks use
+// it to build bundles; egressd's integration tests consume from the real
+// secretd.
+type Consumer struct{ Leases []secretdapi.Lease }
+
+// LeaseConsume answers handles with c.Leases, in order; it never fails.
+func (c *Consumer) LeaseConsume(_ context.Context, _ string, handles [][]byte) (*secretdapi.LeaseConsumeResponse, error) {
+	out := &secretdapi.LeaseConsumeResponse{}
+	for i, h := range handles {
+		l := c.Leases[i]
+		l.Handle, l.Value = h, append([]byte(nil), l.Value...)
+		out.Leases = append(out.Leases, l)
+	}
+	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/loopowner"
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/cmd/egressd/internal/transport"
@@ -31,21 +32,6 @@ const (
 	canary = "canary:Zq8v1X/value+7d1e="
 	ph     = "hkp_abcdefghijklmnopqrstuvwxyz234567"
 )
-
-// stubConsumer hands out fixed leases in process. Pipeline unit tests use
-// it to build bundles; egressd's integration tests consume from the real
-// secretd.
-type stubConsumer struct{ leases []secretdapi.Lease }
-
-func (s *stubConsumer) LeaseConsume(_ context.Context, _ string, handles [][]byte) (*secretdapi.LeaseConsumeResponse, error) {
-	out := &secretdapi.LeaseConsumeResponse{}
-	for i, h := range handles {
-		l := s.leases[i]
-		l.Handle, l.Value = h, append([]byte(nil), l.Value...)
-		out.Leases = append(out.Leases, l)
-	}
-	return out, nil
-}
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -63,7 +49,7 @@ type fixture struct {
 	t        *testing.T
 	p        *Pipeline
 	reg      *bundle.Registry
-	stub     *stubConsumer
+	stub     *egresstest.Consumer
 	logs     *syncBuffer
 	auditDir string
 	outputs  []string // every error and response body seen, for the canary scan
@@ -83,7 +69,7 @@ func newFixture(t *testing.T, fc fixtureConfig) *fixture {
 	t.Helper()
 	f := &fixture{t: t, logs: &syncBuffer{}, auditDir: t.TempDir()}
 	sc := redact.NewScrubber()
-	f.stub = &stubConsumer{}
+	f.stub = &egresstest.Consumer{}
 	f.reg = bundle.NewRegistry(f.stub, sc)
 	al, err := audit.Open(audit.Options{Dir: f.auditDir, Daemon: "egressd", Scrubber: sc, Fsync: audit.FsyncNever})
 	if err != nil {
@@ -119,7 +105,7 @@ func (f *fixture) register(inv string, leases []secretdapi.Lease, origins ...str
 	for _, o := range origins {
 		req.Policy.Allow = append(req.Policy.Allow, egressdapi.AllowRule{Origin: o})
 	}
-	f.stub.leases = leases
+	f.stub.Leases = leases
 	if _, err := f.reg.Register(context.Background(), req); err != nil {
 		f.t.Fatal(err)
 	}

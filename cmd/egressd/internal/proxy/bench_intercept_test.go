@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
 	"hostkit.dev/cmd/egressd/internal/transport"
 	"hostkit.dev/lib/api/egressdapi"
@@ -25,19 +26,6 @@ import (
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/redact"
 )
-
-// leaseConsumer hands out fixed leases in process.
-type leaseConsumer struct{ leases []secretdapi.Lease }
-
-func (s *leaseConsumer) LeaseConsume(_ context.Context, _ string, handles [][]byte) (*secretdapi.LeaseConsumeResponse, error) {
-	out := &secretdapi.LeaseConsumeResponse{}
-	for i, h := range handles {
-		l := s.leases[i]
-		l.Handle, l.Value = h, append([]byte(nil), l.Value...)
-		out.Leases = append(out.Leases, l)
-	}
-	return out, nil
-}
 
 // noOwner passes every loopback owner check without naming an owner: the
 // benchmark's upstream is on loopback, where bench/proxy's (c) reaches a
@@ -83,7 +71,7 @@ func BenchmarkProxyIntercepted(b *testing.B) {
 	}
 	defer al.Close()
 	log := daemon.NewLogger(io.Discard, slog.LevelInfo, sc, "egressd")
-	cons := &leaseConsumer{leases: []secretdapi.Lease{{Credential: "api", Destination: "https://" + authority, Placeholder: ph,
+	cons := &egresstest.Consumer{Leases: []secretdapi.Lease{{Credential: "api", Destination: "https://" + authority, Placeholder: ph,
 		Target: "header:Authorization", Template: "Bearer {}", Value: []byte(secret)}}}
 	reg := bundle.NewRegistry(cons, sc)
 	tok := strings.Repeat("a", 43)
