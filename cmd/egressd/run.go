@@ -52,6 +52,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	svc := daemon.Service{Name: daemon.NameEgressd, Socket: env.Layout.Socket(daemon.NameEgressd), SocketGroup: -1, Logger: env.Logger}
+	// The socket (and its lock) first: a second egressd on this root stops
+	// here with sock.already_running, before it binds the proxy port,
+	// writes the CA files or opens the audit log.
+	if svc.Listener, err = svc.Listen(ctx); err != nil {
+		return err
+	}
+	defer svc.Listener.Close()
 	face, err := openProxyFace(ctx, env, cfg)
 	if err != nil {
 		return err
@@ -89,19 +97,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.String("broker_socket", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available),
 		slog.String("proxy_address", face.bound.String()), slog.String("proxy_socket", cfg.ProxySocket),
 		slog.String("ca_bundle", cfg.CABundlePath), slog.Bool("proxy_anonymous", anon != nil))
-	svc := daemon.Service{
-		Name:        daemon.NameEgressd,
-		Socket:      env.Layout.Socket(daemon.NameEgressd),
-		SocketGroup: -1,
-		Logger:      env.Logger,
-		Roles:       r,
-		Audit:       daemon.AuditSink(al, env.Logger),
-		Ops:         append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra)),
-		// egress.request answers can be slow: an upstream may take up to
-		// -request-timeout.
-		RPC:    rpc.Config{MaxConns: 256},
-		Actors: face.actors(px),
-	}
+	svc.Roles = r
+	svc.Audit = daemon.AuditSink(al, env.Logger)
+	svc.Ops = append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra))
+	// egress.request answers can be slow: an upstream may take up to
+	// -request-timeout.
+	svc.RPC = rpc.Config{MaxConns: 256}
+	svc.Actors = face.actors(px)
 	return svc.Run(ctx)
 }
 

@@ -38,21 +38,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	svc := daemon.Service{Name: daemon.NameSecretd, Socket: env.Layout.Socket(daemon.NameSecretd), SocketGroup: cfg.socketGID, Logger: env.Logger}
+	// The socket (and its lock) first: a second secretd on this root stops
+	// here, before it opens the credential store or the audit log.
+	if svc.Listener, err = svc.Listen(ctx); err != nil {
+		return err
+	}
+	defer svc.Listener.Close()
 	d, err := build(env, &cfg)
 	if err != nil {
 		return err
 	}
 	defer d.close(context.WithoutCancel(ctx))
-	svc := daemon.Service{
-		Name:        daemon.NameSecretd,
-		Socket:      env.Layout.Socket(daemon.NameSecretd),
-		SocketGroup: cfg.socketGID,
-		Logger:      env.Logger,
-		Roles:       r,
-		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, d.srv.Health)}, d.srv.Ops()...),
-		Audit:       daemon.AuditSink(d.audit, env.Logger),
-		Actors:      []daemon.Actor{sweeper(ctx, d.srv, cfg.SweepInterval)},
-	}
+	svc.Roles = r
+	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, d.srv.Health)}, d.srv.Ops()...)
+	svc.Audit = daemon.AuditSink(d.audit, env.Logger)
+	svc.Actors = []daemon.Actor{sweeper(ctx, d.srv, cfg.SweepInterval)}
 	return svc.Run(ctx)
 }
 

@@ -81,6 +81,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := env.Layout.EnsurePublic(); err != nil {
 		return err
 	}
+	svc := daemon.Service{Name: name, Socket: socket, SocketGroup: -1, Logger: env.Logger}
+	// The socket (and its lock) first: a second supervisord on this root
+	// stops here, before it opens the audit log or reconciles instances.
+	if svc.Listener, err = svc.Listen(ctx); err != nil {
+		return err
+	}
+	defer svc.Listener.Close()
 	eg := eflags.client(env.Layout, env.Logger)
 	defer eg.Close()
 	mgr, err := manager.New(manager.Config{Egress: eg,
@@ -104,16 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env.Logger.Warn("supervisord.not_isolated", "warning", w)
 	}
 	health := func(context.Context) map[string]any { return withEgress(mgr.Health(), eg) }
-	svc := daemon.Service{
-		Name:        name,
-		Socket:      socket,
-		SocketGroup: -1,
-		AuditLog:    alog,
-		Logger:      env.Logger,
-		Roles:       r,
-		Ops:         append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...),
-		Actors:      []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), poolActor(ctx, mgr)},
-	}
+	svc.AuditLog, svc.Roles = alog, r
+	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...)
+	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), poolActor(ctx, mgr)}
 	return svc.Run(ctx)
 }
 

@@ -32,7 +32,20 @@ type Service struct {
 	AuditLog    *audit.Log                       // when Audit is nil: the server's decisions go here (AuditSink)
 	RPC         rpc.Config                       // optional overrides: timeouts, MaxConns, IdleAfter/OnIdle
 	Actors      []Actor                          // extra actors (sweepers, listeners)
+	// Listener, when set, is the socket Run serves, taken earlier with
+	// Listen; Run closes it. A daemon takes it before its start-up work
+	// (opening its audit log and state, reconciling), so that a second
+	// instance on the same root stops with sock.already_running before it
+	// touches anything the first one owns.
+	Listener *sock.Listener
 }
+
+// Listen takes the service's socket as Run would (a socket passed by
+// systemd socket activation, else sock.Listen, whose lock makes a second
+// process fail with sock.already_running), for Service.Listener. The
+// caller closes it when it returns before Run (Close is idempotent).
+// Errors: those of sock.Listen and sock.Activated.
+func (s Service) Listen(ctx context.Context) (*sock.Listener, error) { return s.listen(ctx) }
 
 // Run serves s until ctx is cancelled (SignalContext) or an actor fails.
 // It uses a socket passed by systemd socket activation when there is one,
@@ -41,7 +54,10 @@ type Service struct {
 // the socket it created. It returns nil on a clean stop.
 func (s Service) Run(ctx context.Context) error {
 	log := s.Logger
-	l, err := s.listen(ctx)
+	l, err := s.Listener, error(nil)
+	if l == nil {
+		l, err = s.listen(ctx)
+	}
 	if err != nil {
 		return err
 	}

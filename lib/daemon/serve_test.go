@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -178,6 +179,27 @@ func TestServiceRunAlreadyRunning(t *testing.T) {
 	_, serr := os.Lstat(svc.Socket)
 	is.NoErr(serr) // and leaves the first one's socket alone
 	is.NoErr(stop())
+}
+
+// A listener taken early with Listen (before a daemon's start-up work) is
+// the one Run serves; while it is held a second Listen is refused, and
+// after Run it is closed and the socket gone.
+func TestServiceListenEarly(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	svc, _ := testService(t, "0123456789abcdef", []uint32{uint32(os.Geteuid())}, nil)
+	svc.Logger = NewLogger(io.Discard, slog.LevelInfo, nil, svc.Name)
+	l, err := svc.Listen(context.Background())
+	is.NoErr(err)
+	_, err = svc.Listen(context.Background())
+	is.Equal(wire.CodeOf(err), sock.CodeAlreadyRunning) // a second daemon stops before its start-up work
+	svc.Listener = l
+	stop, _, _ := runService(t, svc)
+	_, err = healthapi.Get(context.Background(), rpc.NewClient(svc.Socket, time.Second))
+	is.NoErr(err) // served on the early listener
+	is.NoErr(stop())
+	_, err = os.Lstat(svc.Socket)
+	is.True(os.IsNotExist(err))
 }
 
 func TestServiceRunActorError(t *testing.T) {

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,15 +70,50 @@ func TestDaemonRecoversStaleSocketAfterKill9(t *testing.T) {
 	is.True(h1.Epoch != h2.Epoch)
 }
 
-// A second daemon on the same root refuses to start.
+// A second daemon on the same root refuses to start, with
+// sock.already_running, before its start-up work: egressd before it binds
+// the proxy port (no "address already in use"), and nothing the first one
+// owns changes. The first keeps serving.
 func TestSecondDaemonRefused(t *testing.T) {
 	t.Parallel()
-	is := is.New(t)
-	root := shortRoot(t)
-	startDaemon(t, "supervisord", "supervisord", root)
-	out, err := runBinary("supervisord", "-root", root)
-	is.True(err != nil)
-	is.True(strings.Contains(out, "sock.already_running"))
+	for _, d := range daemonsUnderTest[:3] {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			root := shortRoot(t)
+			p := startDaemon(t, d.binary, d.name, root)
+			before := treeDigest(t, root)
+			out, err := runBinary(d.binary, "-root", root)
+			is.True(err != nil)
+			is.True(strings.Contains(out, "sock.already_running"))
+			is.True(!strings.Contains(out, "address already in use"))
+			is.Equal(treeDigest(t, root), before) // no file of the first daemon's written
+			_, err = healthapi.Get(context.Background(), rpc.NewClient(p.socket, time.Second))
+			is.NoErr(err)
+		})
+	}
+}
+
+// treeDigest names every regular file under root with its size and
+// content hash (lock files, which a refused start opens, have no content).
+func treeDigest(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d %x\n", path, len(data), sha256.Sum256(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 func TestDoctorAgainstRealDaemons(t *testing.T) {

@@ -44,10 +44,20 @@ func TestInstanceProvisionContainer(t *testing.T) {
 	// instance's agent uid and session.
 	code, table, _ := runCLI("-root", root, "instance", "status", in.InstanceID)
 	is.Equal(code, 0)
-	is.True(strings.Contains(table, "runtime:     container\n"))
-	is.True(strings.Contains(table, "image:       "+layout+"@"+digest+"\n"))
+	is.True(strings.Contains(table, "runtime:      container\n"))
+	is.True(strings.Contains(table, "image:        "+layout+"@"+digest+"\n"))
 	is.True(strings.Contains(table, "container id: hk-"))
 	is.True(!strings.Contains(table, "agent uid:") && !strings.Contains(table, "session:"))
+	// A second supervisord on this root stops before it reconciles: the
+	// live instance's records (its container.json fence among them) stay
+	// as they are.
+	stateDir := filepath.Join(root, "state", "supervisord")
+	before := treeDigest(t, stateDir)
+	out2, err := runBinary("supervisord", "-root", root)
+	is.True(err != nil)
+	is.True(strings.Contains(out2, "sock.already_running"))
+	is.True(!strings.Contains(out2, "reconciled"))
+	is.Equal(treeDigest(t, stateDir), before)
 	var st instanceJSON
 	cliJSON(t, &st, "-root", root, "instance", "stop", in.InstanceID)
 	is.Equal(st.State, "stopped")

@@ -107,7 +107,7 @@ func (g *globals) printInstance(in *api.Instance) error {
 		rows = append(rows, []string{"exit", exitString(in.Exit)}, []string{"exited", msTime(in.ExitedAt)})
 	}
 	for _, r := range rows {
-		if _, err := fmt.Fprintf(g.stdout, "%-12s %s\n", r[0]+":", r[1]); err != nil {
+		if _, err := fmt.Fprintf(g.stdout, "%-13s %s\n", r[0]+":", r[1]); err != nil {
 			return err
 		}
 	}

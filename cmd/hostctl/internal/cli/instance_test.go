@@ -86,7 +86,7 @@ func TestInstanceCommands(t *testing.T) {
 
 	code, out, _ = runCLI("-root", root, "instance", "status", in.InstanceID)
 	is.Equal(code, 0)
-	is.True(strings.Contains(out, "state:       running"))
+	is.True(strings.Contains(out, "state:        running"))
 
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if _, out, _ = runCLI("-root", root, "instance", "logs", in.InstanceID); strings.Contains(out, "second") {
