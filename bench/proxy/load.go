@@ -263,4 +263,40 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 			cpu, lcpu, rd, rs, r.note)
 	}
 	fmt.Println("\ntargets: (a) egressd >= squid req/s; (b) egressd >= 0.8x direct MB/s; (c) egressd >= 0.3x direct req/s")
+	summarize(rows, base, key)
+}
+
+// summarize prints, for each target, egressd's ratio in every round, the
+// median of them and how many rounds met the target.
+func summarize(rows []row, base map[string]float64, key func(row, string) string) {
+	targets := []struct {
+		section, against string
+		line             float64
+	}{{"a", "squid", 1}, {"b", "direct", 0.8}, {"c", "direct", 0.3}}
+	for _, t := range targets {
+		var ratios []float64
+		for _, r := range rows {
+			if d := base[key(r, t.against)]; r.section == t.section && strings.HasPrefix(r.mode, "egressd") &&
+				!strings.HasPrefix(r.mode, "egressd (base)") && r.value > 0 && d > 0 {
+				ratios = append(ratios, r.value/d)
+			}
+		}
+		if len(ratios) == 0 {
+			continue
+		}
+		met, list := 0, make([]string, len(ratios))
+		for i, x := range ratios {
+			list[i] = fmt.Sprintf("%.2f", x)
+			if x >= t.line {
+				met++
+			}
+		}
+		sort.Float64s(ratios)
+		med := ratios[len(ratios)/2]
+		if len(ratios)%2 == 0 {
+			med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+		}
+		fmt.Printf("(%s) egressd / %s per round: %s — median %.2f×, %d of %d rounds >= %.1f×\n",
+			t.section, t.against, strings.Join(list, " "), med, met, len(ratios), t.line)
+	}
 }

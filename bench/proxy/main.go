@@ -12,12 +12,14 @@
 // For before/after comparisons on a shared machine, -base DIR builds a
 // second egressd (and secretd) from another source tree (a snapshot taken
 // before a change) and runs it in the same run as mode "egressd (base)";
-// -rounds N repeats (a) and (c), alternating which egressd goes first;
+// -rounds N repeats every section, alternating which egressd goes first,
+// and the summary gives each target's median ratio over the rounds;
 // -modes picks modes; -perf DIR records a `perf record -g` profile of each
 // proxy process during its measured modes. Besides req/s and latency,
 // each row gives the proxy process's CPU per request (from /proc) and the
-// load's: the client (wrk, or the Go client of (c)) plus the upstreams
-// (this process), which rises when a proxy sits in the path.
+// load's: the client (wrk, or the Go client of (b) and (c)) plus the
+// upstreams (their own child process, see upstreams), which rises when a
+// proxy sits in the path.
 package main
 
 import (
@@ -49,7 +51,7 @@ type row struct {
 	value         float64 // req/s or MB/s
 	p50, p99      time.Duration
 	cpu           time.Duration // the proxy process's CPU time per request (0: not measured)
-	loadCPU       time.Duration // the load's CPU per request: client (wrk or Go) and upstream (this process)
+	loadCPU       time.Duration // the load's CPU per request: client (wrk or Go) and the upstreams
 	note          string
 }
 
@@ -61,9 +63,11 @@ func run() error {
 	cIP := flag.String("c-ip", "", "address (c)'s upstream listens on (default: this machine's first non-loopback IPv4); 127.0.0.1 makes every (c) request go through egressd's loopback owner check")
 	modes := flag.String("modes", "", "comma-separated modes to run (direct, squid, tinyproxy, revproxy, egressd, base); empty: all")
 	base := flag.String("base", "", "a second source tree (e.g. a snapshot before a change): its egressd and secretd also run, as mode \"egressd (base)\", in (a) and (c)")
-	rounds := flag.Int("rounds", 1, "repeat (a) and (c) this many times; with -base, egressd and its base alternate which goes first")
+	rounds := flag.Int("rounds", 1, "repeat every section this many times; with -base, egressd and its base alternate which goes first")
 	logLevel := flag.String("egressd-log-level", "info", "egressd's -log-level: info writes its egress.decision line per request (its access log); warn leaves it out, as squid and tinyproxy run with their access logs off")
 	perfDir := flag.String("perf", "", "directory for `perf record -g` profiles of each proxy process during its measured (a) and (c) modes")
+	inProcess := flag.Bool("upstream-in-process", false, "run the upstreams in this process, beside the Go clients of (b) and (c), as before 2026-12-01 (their direct modes then skip cross-process wakeups)")
+	childCA := flag.String("serve-upstreams", "", "internal: be the upstreams' child process, writing the test CA to this file")
 	flag.Parse()
 	want := func(m string) bool {
 		if *modes == "" {
@@ -76,52 +80,33 @@ func run() error {
 		}
 		return false
 	}
+	if *cIP == "" {
+		*cIP = localIP()
+	}
+	if *childCA != "" {
+		return childUpstreams(*childCA, *bigMB, *cIP)
+	}
 	dir, err := os.MkdirTemp("/tmp", "hkpb")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-
-	body := make([]byte, 64)
-	plain, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	up, err := startUpstreams(caFile, *inProcess, *bigMB, *cIP)
 	if err != nil {
 		return err
 	}
-	ca := newCA()
-	big := make([]byte, 1<<20)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/big" {
-			w.Header().Set("Content-Length", fmt.Sprint(*bigMB<<20))
-			for range *bigMB {
-				w.Write(big)
-			}
-			return
-		}
-		if r.Header.Get("Authorization") != "Bearer "+secret {
-			http.Error(w, "bad auth", 401)
-			return
-		}
-		w.Write(body)
-	})
-	tlsUp, err := serveTLS(ca, "127.0.0.1:0", handler)
-	if err != nil {
-		return err
-	}
-	// (c)'s upstream listens on a non-loopback local address, reached as
-	// up.test through egressd's host map, like a real credential
-	// destination (no loopback owner check), unless -c-ip says otherwise.
-	if *cIP == "" {
-		*cIP = localIP()
-	}
-	cAddr, err := serveTLS(ca, net.JoinHostPort(*cIP, "0"), handler)
-	if err != nil {
-		return err
-	}
+	defer up.stop()
+	plain, tlsUp, cAddr := up.plain, up.tls, up.c
 	_, cPort, _ := net.SplitHostPort(cAddr)
 	upTest = cAddr
-	caFile := dir + "/upstream-ca.pem"
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		return err
+	// loadCPU is the load's CPU so far: the clients in this process and
+	// the upstreams (here or in their child).
+	loadCPU := func() time.Duration {
+		if up.cmd == nil {
+			return cpuTime(os.Getpid())
+		}
+		return cpuTime(os.Getpid()) + cpuTime(up.pid())
 	}
 
 	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile, *logLevel)
@@ -166,6 +151,23 @@ func run() error {
 	var rows []row
 	small := "https://up.test:" + cPort + "/small"
 	target := "http://" + plain + "/bench"
+	// (b) opaque CONNECT tunnel, MB/s.
+	bigURL := "https://" + tlsUp + "/big"
+	// pid 0: the proxy's CPU is not measured (squid and tinyproxy run
+	// several processes).
+	b := func(round int, mode, proxy string, pid int) {
+		cpu0, self0 := cpuTime(pid), loadCPU()
+		r := download("b", mode, proxy, bigURL, up.pool, *bigMB)
+		gib := float64(3**bigMB) / 1024 // three downloads
+		if r.value > 0 {
+			r.note = fmt.Sprintf("load CPU %.0f ms/GiB", float64((loadCPU()-self0).Milliseconds())/gib)
+			if pid > 0 {
+				r.note = fmt.Sprintf("proxy CPU %.0f ms/GiB, ", float64((cpuTime(pid)-cpu0).Milliseconds())/gib) + r.note
+			}
+		}
+		r.round = round
+		rows = append(rows, r)
+	}
 	for round := range *rounds {
 		// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback
 		// credential destination, whose listener's owner egressd checks on
@@ -173,9 +175,9 @@ func run() error {
 		// sockets behind.
 		if strings.Contains(*sections, "c") {
 			if want("direct") {
-				self0 := cpuTime(os.Getpid())
-				r := load("c", "direct", "", small, "Bearer "+secret, ca.pool, *conc, *dur)
-				r.loadCPU = perRequest(cpuTime(os.Getpid())-self0, r.value, *dur+time.Second)
+				self0 := loadCPU()
+				r := load("c", "direct", "", small, "Bearer "+secret, up.pool, *conc, *dur)
+				r.loadCPU = perRequest(loadCPU()-self0, r.value, *dur+time.Second)
 				r.round = round
 				rows = append(rows, r)
 			}
@@ -184,23 +186,23 @@ func run() error {
 					continue
 				}
 				e := egs[i]
-				cpu0, self0 := cpuTime(e.pid()), cpuTime(os.Getpid())
+				cpu0, self0 := cpuTime(e.pid()), loadCPU()
 				stop := profile(*perfDir, "c", names[i], e.pid(), *dur)
 				r := load("c", names[i]+" (intercepted, substituted)", e.proxyURL("benchc"), small, "Bearer "+e.placeholder, e.pool, *conc, *dur)
 				stop()
 				r.cpu = perRequest(cpuTime(e.pid())-cpu0, r.value, *dur+time.Second) // load warms up for 1 s
-				r.loadCPU = perRequest(cpuTime(os.Getpid())-self0, r.value, *dur+time.Second)
+				r.loadCPU = perRequest(loadCPU()-self0, r.value, *dur+time.Second)
 				r.round = round
 				rows = append(rows, r)
 			}
 		}
 		// (a) plain HTTP forward proxying, wrk.
 		a := func(mode, proxy, auth string, pid int) {
-			cpu0, self0 := cpuTime(pid), cpuTime(os.Getpid())
+			cpu0, self0 := cpuTime(pid), loadCPU()
 			stop := profile(*perfDir, "a", mode, pid, *dur)
 			r, err := wrk(dir, proxy, target, auth, *conc, *dur)
 			stop()
-			self := cpuTime(os.Getpid()) - self0 // the upstream (and, for the reverse proxy, the proxy too)
+			self := loadCPU() - self0 // the upstream (and, for the reverse proxy, the proxy too)
 			if err != nil {
 				rows = append(rows, row{section: "a", mode: mode, round: round, note: err.Error()})
 				return
@@ -229,37 +231,20 @@ func run() error {
 				}
 			}
 		}
-	}
-
-	// (b) opaque CONNECT tunnel, MB/s.
-	bigURL := "https://" + tlsUp + "/big"
-	// pid 0: the proxy's CPU is not measured (squid and tinyproxy run
-	// several processes).
-	b := func(mode, proxy string, pid int) {
-		cpu0, self0 := cpuTime(pid), cpuTime(os.Getpid())
-		r := download("b", mode, proxy, bigURL, ca.pool, *bigMB)
-		gib := float64(3**bigMB) / 1024 // three downloads
-		if r.value > 0 {
-			r.note = fmt.Sprintf("load CPU %.0f ms/GiB", float64((cpuTime(os.Getpid())-self0).Milliseconds())/gib)
-			if pid > 0 {
-				r.note = fmt.Sprintf("proxy CPU %.0f ms/GiB, ", float64((cpuTime(pid)-cpu0).Milliseconds())/gib) + r.note
+		if strings.Contains(*sections, "b") {
+			if want("direct") {
+				b(round, "direct", "", 0)
 			}
-		}
-		rows = append(rows, r)
-	}
-	if strings.Contains(*sections, "b") {
-		if want("direct") {
-			b("direct", "", 0)
-		}
-		if sqErr == nil && want("squid") {
-			b("squid", "http://"+sq.addr, 0)
-		}
-		if tpErr == nil && want("tinyproxy") {
-			b("tinyproxy", "http://"+tp.addr, 0)
-		}
-		for i, e := range egs {
-			if want(modeKey(i)) {
-				b(names[i], e.proxyURL("bench"), e.pid())
+			if sqErr == nil && want("squid") {
+				b(round, "squid", "http://"+sq.addr, 0)
+			}
+			if tpErr == nil && want("tinyproxy") {
+				b(round, "tinyproxy", "http://"+tp.addr, 0)
+			}
+			for _, i := range order(round) {
+				if want(modeKey(i)) {
+					b(round, names[i], egs[i].proxyURL("bench"), egs[i].pid())
+				}
 			}
 		}
 	}
