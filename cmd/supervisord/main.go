@@ -37,8 +37,8 @@ func main() {
 		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 	}
-	if err != nil {
+	if code := daemon.ExitStatus(err); code != 0 {
 		fmt.Fprintf(os.Stderr, "supervisord: %v\n", err)
-		os.Exit(1)
+		os.Exit(code)
 	}
 }

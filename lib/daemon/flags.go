@@ -38,14 +38,22 @@ func (c *Common) Register(fs *flag.FlagSet) {
 // (ResolveLayoutMode).
 func (c *Common) ResolveLayout() (Layout, error) { return ResolveLayoutMode(c.Root, c.LayoutMode) }
 
-// Level parses LogLevel.
+// Level parses LogLevel; an unknown level is a usage error (exit status
+// 2 through Main).
 func (c *Common) Level() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("-log-level: %w", err)
+		return 0, usageError{fmt.Errorf("-log-level: %w", err)}
 	}
 	return l, nil
 }
+
+// usageError is a command-line, environment or config-file error that
+// Parse returns: Main exits with status 2 for it (ExitStatus).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 // ErrVersionShown is returned by Parse after -version printed the version;
 // callers return nil from run.
@@ -56,8 +64,8 @@ var ErrVersionShown = errors.New("version shown")
 // the flag name upper-cased with '-' as '_', then the config file given by
 // -config (or, when -config is not set, <layout config dir>/<binary>.conf
 // if that file exists). It prints the version to stdout and returns
-// ErrVersionShown for -version. Usage errors return flag errors (and
-// flag.ErrHelp for -h).
+// ErrVersionShown for -version. Usage errors wrap the flag package's
+// errors (flag.ErrHelp for -h) and make ExitStatus return 2 (0 for -h).
 func Parse(fs *flag.FlagSet, c *Common, args []string, binary, envPrefix string, stdout io.Writer) error {
 	opts := []ff.Option{
 		ff.WithEnvVarPrefix(envPrefix),
@@ -65,7 +73,7 @@ func Parse(fs *flag.FlagSet, c *Common, args []string, binary, envPrefix string,
 		ff.WithConfigFileParser(ff.PlainParser),
 	}
 	if err := ff.Parse(fs, args, opts...); err != nil {
-		return err
+		return usageError{err}
 	}
 	if c.ConfigFile == "" {
 		// A default config file applies only when present; flags and env
@@ -76,7 +84,7 @@ func Parse(fs *flag.FlagSet, c *Common, args []string, binary, envPrefix string,
 					set := map[string]bool{}
 					fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 					if err := applyConfigFile(fs, p, set); err != nil {
-						return err
+						return usageError{err}
 					}
 				}
 			}

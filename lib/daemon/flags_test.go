@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -218,6 +219,52 @@ func TestParseUsageErrors(t *testing.T) {
 			is.True(err != nil)
 			if tt.want != nil {
 				is.True(errors.Is(err, tt.want))
+			}
+		})
+	}
+}
+
+// TestMainExitStatus runs a daemon's Main in a child process: -h prints
+// the usage and exits 0 with no error line; a command-line error exits 2;
+// a failure after parsing exits 1; each failure names the binary.
+func TestMainExitStatus(t *testing.T) {
+	t.Parallel()
+	root := tmpRoot(t)
+	tests := []struct {
+		name       string
+		args       []string
+		status     int
+		wantErr    string // on stderr
+		notWantErr string
+	}{
+		{"help", []string{"-h"}, 0, "-proxy-listen", "help requested"},
+		{"unknown flag", []string{"-nope"}, 2, "testd: error parsing commandline arguments: flag provided but not defined: -nope", ""},
+		{"bad value", []string{"-root", root, "-log-level", "loud"}, 2, "testd: -log-level: ", "start-up failed"},
+		{"bad value from the environment", []string{"-root", root}, 2, "HKTESTM_VERSION", "start-up failed"},
+		{"failure after parsing", []string{"-root", root, "-proxy-listen", "127.0.0.1:1"}, 1, "testd: listen 127.0.0.1:1: start-up failed", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			cmd := exec.Command(os.Args[0], tt.args...)
+			cmd.Env = append(os.Environ(), childEnv+"=main")
+			if tt.name == "bad value from the environment" {
+				cmd.Env = append(cmd.Env, "HKTESTM_VERSION=perhaps")
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			status := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				status = ee.ExitCode()
+			} else {
+				is.NoErr(err)
+			}
+			is.Equal(status, tt.status)
+			is.True(strings.Contains(stderr.String(), tt.wantErr))
+			if tt.notWantErr != "" {
+				is.True(!strings.Contains(stderr.String(), tt.notWantErr))
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,13 +15,31 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // Main is a daemon binary's whole main: a context cancelled by SIGINT or
 // SIGTERM (SIGPIPE ignored), run with the process's arguments and stdio,
-// and exit status 1 with "<binary>: <error>" on stderr when run fails.
+// and the exit status ExitStatus gives, with "<binary>: <error>" on stderr
+// when run fails.
 func Main(binary string, run RunFunc) {
 	ctx, stop := SignalContext(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	code := ExitStatus(err)
+	if code != 0 {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", binary, err)
-		os.Exit(1)
 	}
+	os.Exit(code)
+}
+
+// ExitStatus maps run's error to the process's exit status, as Go's flag
+// package does for flag.ExitOnError: 0 for nil and for -h/-help
+// (flag.ErrHelp: the usage has been printed, nothing failed), 2 for any
+// other command-line error (an unknown flag, a value that does not parse),
+// 1 for everything else.
+func ExitStatus(err error) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	}
+	return 1
 }

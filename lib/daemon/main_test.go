@@ -59,9 +59,27 @@ func runChild(mode string) int {
 		return childSigpipe()
 	case "harden":
 		return childHarden()
+	case "main":
+		childMain()
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	return 1
+}
+
+// childMain is a daemon's main whose run parses its flags and then fails
+// at start-up; Main exits the process.
+func childMain() {
+	Main("testd", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		f := newTestFlags()
+		f.fs.SetOutput(stderr)
+		if err := Parse(f.fs, &f.common, args, "testd", "HKTESTM", stdout); err != nil {
+			return err
+		}
+		if _, err := f.common.Level(); err != nil {
+			return err
+		}
+		return fmt.Errorf("listen %s: start-up failed", f.listen)
+	})
 }
 
 // childServe runs a Service with the health op at <HK_DAEMON_ROOT>'s
