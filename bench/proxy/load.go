@@ -214,7 +214,9 @@ func load(section, mode, proxy, target, auth string, roots *x509.CertPool, conc 
 	return r
 }
 
-func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr error) {
+// report prints the table and the summary; it reports whether every
+// target measured passed.
+func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr error) bool {
 	fmt.Printf("bench/proxy: %d connections, %s per mode; (b) %d MiB download, best of 3\n", conc, dur, bigMB)
 	if sqErr != nil {
 		fmt.Println("squid skipped:", sqErr)
@@ -263,12 +265,14 @@ func report(rows []row, conc int, dur time.Duration, bigMB int, sqErr, tpErr err
 			cpu, lcpu, rd, rs, r.note)
 	}
 	fmt.Println("\ntargets: (a) egressd >= squid req/s; (b) egressd >= 0.8x direct MB/s; (c) egressd >= 0.3x direct req/s")
-	summarize(rows, base, key)
+	return summarize(rows, base, key)
 }
 
 // summarize prints, for each target, egressd's ratio in every round, the
-// median of them and how many rounds met the target.
-func summarize(rows []row, base map[string]float64, key func(row, string) string) {
+// median of them, how many rounds met the target and PASS or FAIL by the
+// median; it reports whether every target measured passed.
+func summarize(rows []row, base map[string]float64, key func(row, string) string) (pass bool) {
+	pass = true
 	targets := []struct {
 		section, against string
 		line             float64
@@ -296,7 +300,12 @@ func summarize(rows []row, base map[string]float64, key func(row, string) string
 		if len(ratios)%2 == 0 {
 			med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
 		}
-		fmt.Printf("(%s) egressd / %s per round: %s — median %.2f×, %d of %d rounds >= %.1f×\n",
-			t.section, t.against, strings.Join(list, " "), med, met, len(ratios), t.line)
+		verdict := "PASS"
+		if med < t.line {
+			verdict, pass = "FAIL", false
+		}
+		fmt.Printf("(%s) egressd / %s per round: %s — median %.2f×, %d of %d rounds >= %.1f×: %s\n",
+			t.section, t.against, strings.Join(list, " "), med, met, len(ratios), t.line, verdict)
 	}
+	return pass
 }

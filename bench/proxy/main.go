@@ -15,7 +15,8 @@
 // -rounds N repeats every section, alternating which egressd goes first,
 // and the summary gives each target's median ratio over the rounds;
 // -modes picks modes; -perf DIR records a `perf record -g` profile of each
-// proxy process during its measured modes. Besides req/s and latency,
+// proxy process during its measured modes. The exit status is 1 when a
+// target's median ratio over the rounds misses its line. Besides req/s and latency,
 // each row gives the proxy process's CPU per request (from /proc) and the
 // load's: the client (wrk, or the Go client of (b) and (c)) plus the
 // upstreams (their own child process, see upstreams), which rises when a
@@ -23,6 +24,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -249,7 +251,9 @@ func run() error {
 		}
 	}
 
-	report(rows, *conc, *dur, *bigMB, sqErr, tpErr)
+	if !report(rows, *conc, *dur, *bigMB, sqErr, tpErr) {
+		return errors.New("a target was missed (by the median over the rounds)")
+	}
 	return nil
 }
 
