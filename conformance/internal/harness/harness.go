@@ -150,16 +150,30 @@ func runProvider(ctx context.Context, cfg Config, s *Suite, p *Provider, dir str
 			for i := range work {
 				test := s.Tests[i]
 				fixed := s.FixedCgroup[test]
-				if fixed {
-					cgroupLock.Lock()
+				once := func(tdir string) TestResult {
+					if fixed {
+						cgroupLock.Lock()
+						defer cgroupLock.Unlock()
+					}
+					res := runTest(ctx, s, p, test, tdir, cfg.Timeout, fixed)
+					if err := os.RemoveAll(tdir); err != nil {
+						res.Cleanup = append(res.Cleanup, err.Error())
+					}
+					return res
 				}
 				tdir := filepath.Join(dir, fmt.Sprintf("%02d", i))
-				res := runTest(ctx, s, p, test, tdir, cfg.Timeout, fixed)
-				if fixed {
-					cgroupLock.Unlock()
-				}
-				if err := os.RemoveAll(tdir); err != nil {
-					res.Cleanup = append(res.Cleanup, err.Error())
+				res := once(tdir)
+				if res.ZeroCheck && ctx.Err() == nil {
+					// No check ran: the program produced no evidence
+					// either way (seen once under heavy load). One more
+					// run decides; a second zero-check run still fails.
+					first := res
+					res = once(tdir + "r")
+					res.RetriedAfter = first.Reason
+					if first.StderrTail != "" {
+						res.RetriedAfter += "; stderr: " + first.StderrTail
+					}
+					res.Cleanup = append(first.Cleanup, res.Cleanup...)
 				}
 				results[i] = res
 				if cfg.Verbose && ctx.Err() == nil {
