@@ -22,13 +22,15 @@ const maxScrubPasses = 4
 //
 // For each value it matches the raw bytes, their percent-encoded forms
 // (url.QueryEscape and url.PathEscape, upper- and lower-case hex), base64 in
-// the standard and URL alphabets (padded and unpadded), and hex (lower and
-// upper case). Inside a larger base64 blob (such as the Basic credentials
+// the standard and URL alphabets (padded and unpadded), every byte
+// percent-encoded, hex (lower and upper case), and the body of a JSON
+// string as Go, PHP and Python encoders write it (see encodedForms). Inside a larger base64 blob (such as the Basic credentials
 // of "user:"+value) it matches the part of the encoding that depends only on
 // the value, for each of the three byte alignments; the one or two
 // characters at each edge of that part remain. Values too short for that
 // part to reach 8 characters (under 6 bytes) are only found aligned.
-// Other encodings (JSON \u escapes, base32, gzip...) are not detected.
+// Other encodings (base32, gzip, a value split or reversed...) are not
+// detected.
 //
 // The Scrubber keeps copies of registered values, as Go strings, until
 // they are unregistered; those copies cannot be zeroed.

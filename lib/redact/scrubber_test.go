@@ -3,7 +3,10 @@ package redact
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -144,4 +147,81 @@ func TestScrubConcurrent(t *testing.T) {
 	wg.Wait()
 	s.Register([]byte(canary))
 	is.Equal(s.Scrub(canary), Redacted)
+}
+
+// TestScrubJSONEscapes: a value echoed inside a JSON document, as real
+// encoders escape it, is found before a client decodes it (a JSON decoder
+// would turn any of these forms back into the raw value); the same value
+// also decodes to nothing raw after scrubbing.
+func TestScrubJSONEscapes(t *testing.T) {
+	t.Parallel()
+	values := []string{`sk/CAN4RY+&<q>"j\zz`, "pässwörd-\U0001D11E-canary\ttab", canary}
+	s := NewScrubber()
+	for _, v := range values {
+		s.Register([]byte(v))
+	}
+	goJSON := func(v string, html bool) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if err := enc.Encode(map[string]string{"echo": v}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	python := func(v string, asciiOnly bool) string {
+		flag := "True"
+		if !asciiOnly {
+			flag = "False"
+		}
+		cmd := exec.Command("/usr/bin/python3", "-c",
+			"import json,sys; print(json.dumps({'echo': sys.stdin.read()}, ensure_ascii="+flag+"))")
+		cmd.Stdin = strings.NewReader(v)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("python3: %v", err)
+		}
+		return string(out)
+	}
+	for _, v := range values {
+		docs := map[string]string{
+			"go":                   goJSON(v, true),
+			"go no html":           goJSON(v, false),
+			"php slashes":          strings.ReplaceAll(goJSON(v, false), "/", `\/`),
+			"php slashes and html": strings.ReplaceAll(goJSON(v, true), "/", `\/`),
+			"python ascii":         python(v, true),
+			"python utf-8":         python(v, false),
+		}
+		for name, doc := range docs {
+			t.Run(name+"/"+v[:4], func(t *testing.T) {
+				is := is.New(t)
+				var before map[string]string
+				is.NoErr(json.Unmarshal([]byte(doc), &before))
+				is.Equal(before["echo"], v) // the encoder really wrote v
+				is.True(s.Contains([]byte(doc)))
+				var after map[string]string
+				is.NoErr(json.Unmarshal([]byte(s.Scrub(doc)), &after))
+				is.Equal(after["echo"], Redacted)
+			})
+		}
+	}
+}
+
+// TestScrubEveryBytePercentEncoded: %XX for every byte, either hex case.
+func TestScrubEveryBytePercentEncoded(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := NewScrubber()
+	s.Register([]byte(canary))
+	var upper strings.Builder
+	for _, c := range []byte(canary) {
+		fmt.Fprintf(&upper, "%%%02X", c)
+	}
+	for _, form := range []string{upper.String(), strings.ToLower(upper.String())} {
+		is.Equal(s.Scrub("q="+form+"&x=1"), "q="+Redacted+"&x=1")
+		dec, err := url.QueryUnescape(s.Scrub(form))
+		is.NoErr(err)
+		is.True(!strings.Contains(dec, canary))
+	}
+	is.Equal(s.Scrub("no secret %41%42"), "no secret %41%42") // other text untouched
 }
