@@ -5,13 +5,17 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/redact"
 )
 
 // advEcho is the api.test upstream's adversarial echoes of the value it
@@ -26,6 +30,14 @@ func advEcho(w http.ResponseWriter, r *http.Request, v string) bool {
 		zw.Close()
 		w.Header()["Content-Encoding"] = []string{"identity", "gzip"}
 		w.Write(buf.Bytes())
+	case "/adv/range": // a stored document holding the value, served with Range support
+		w.Header().Set("X-Saw-Range", r.Header.Get("Range")+"|"+r.Header.Get("If-Range"))
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(`{"token":"`+v+`"}`))
+	case "/adv/206": // a partial answer whatever was asked
+		doc := `{"token":"` + v + `"}`
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-11/%d", len(doc)))
+		w.WriteHeader(http.StatusPartialContent)
+		io.WriteString(w, doc[:12])
 	case "/adv/hname": // the value as a response header name
 		w.Header().Set("X-Echo-"+v, "1")
 		io.WriteString(w, "ok")
@@ -163,4 +175,59 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func hex(n int) string  { return strconv.FormatInt(int64(n), 16) }
 func mp(ph string) string {
 	return "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\"\r\n\r\n" + ph + "\r\n--B--\r\n"
+}
+
+// TestAdversarialRangeReadsWhole: the value, stored at its destination,
+// must not come back in byte ranges that each hold only part of it (no
+// scrubber recognises a part). egressd removes Range and If-Range from
+// requests to a credential destination, so the client gets the whole
+// document, scrubbed; a 206 from the destination is refused. Requests to
+// other origins keep their ranges.
+func TestAdversarialRangeReadsWhole(t *testing.T) {
+	t.Parallel()
+	f := newProxyFixture(t)
+	c := f.client("inv-1", f.tok1, f.bundlePool(t))
+	get := func(t *testing.T, u string, h map[string]string) (*http.Response, string) {
+		is := is.New(t)
+		req, _ := http.NewRequest("GET", u, nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		is.NoErr(err)
+		body, err := io.ReadAll(resp.Body)
+		is.NoErr(err)
+		resp.Body.Close()
+		f.checkCanary(t, string(body))
+		return resp, string(body)
+	}
+	auth := "Bearer " + f.ph
+	for _, h := range []map[string]string{
+		{"Range": "bytes=0-15"},
+		{"Range": "bytes=16-60"},
+		{"Range": "bytes=0-15,16-60"},
+		{"Range": "bytes=-20"},
+		{"Range": "bytes=10-", "If-Range": `"x"`},
+	} {
+		t.Run(h["Range"], func(t *testing.T) {
+			is := is.New(t)
+			h["Authorization"] = auth
+			resp, body := get(t, f.apiURL+"/adv/range", h)
+			is.Equal(resp.StatusCode, http.StatusOK)
+			is.Equal(resp.Header.Get("X-Saw-Range"), "|") // neither reached the upstream
+			is.Equal(body, `{"token":"`+redact.Redacted+`"}`)
+		})
+	}
+	t.Run("206 from the destination", func(t *testing.T) {
+		is := is.New(t)
+		resp, body := get(t, f.apiURL+"/adv/206", map[string]string{"Authorization": auth})
+		is.Equal(resp.Header.Get("X-Hostkit-Error"), egressdapi.CodeUpstreamError)
+		is.True(!strings.Contains(body, `{"token"`))
+	})
+	t.Run("other origins keep ranges", func(t *testing.T) {
+		is := is.New(t)
+		resp, body := get(t, f.otherURL+"/range", map[string]string{"Range": "bytes=2-5"})
+		is.Equal(resp.StatusCode, http.StatusPartialContent)
+		is.Equal(body, "2345")
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -75,6 +76,10 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	}), "api.test")
 	otherSrv := f.ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.other.add(r)
+		if r.URL.Path == "/range" { // Range support, for requests that keep theirs
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader("0123456789abcdef"))
+			return
+		}
 		if r.URL.Path == "/big" {
 			w.Write(make([]byte, bigSize))
 			return

@@ -84,6 +84,9 @@ func TestRegisterAndDrop(t *testing.T) {
 	is.Equal(sc.Scrub("x "+canary), "x "+redact.Redacted)
 	o, _ := netguard.ParseOrigin("https://api.test")
 	is.True(b.Allows(o, "DELETE"))
+	is.True(r.IsDestination(o))
+	other, _ := netguard.ParseOrigin("https://api.test:8443")
+	is.True(!r.IsDestination(other)) // another port is another origin
 	n, c := r.Counts()
 	is.Equal([2]int{n, c}, [2]int{1, 1})
 
@@ -105,6 +108,7 @@ func TestRegisterAndDrop(t *testing.T) {
 	is.True(!r.Holds([]byte(canary)))
 	is.True(!r.HoldsString(canary))
 	is.Equal(sc.Scrub(canary), canary) // unregistered
+	is.True(!r.IsDestination(o))       // no held credential goes there any more
 	is.Equal(wire.CodeOf(b.Use(func([]*Credential) error { return nil })), egressdapi.CodeBundleUnknown)
 	is.Equal(wire.CodeOf(r.Drop("inv-1")), egressdapi.CodeBundleUnknown)
 	_, err = r.Get("inv-1")

@@ -12,6 +12,7 @@ import (
 	"hostkit.dev/cmd/egressd/internal/policy"
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/netguard"
 	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/wire"
 )
@@ -29,9 +30,10 @@ type Registry struct {
 	mu      sync.Mutex
 	bundles map[string]*Bundle
 	pending map[string]bool
-	held    map[[32]byte]int  // SHA-256 of each held value → how many credentials hold it
-	lens    map[int]int       // length of each held value → how many credentials hold one
-	places  map[string]string // placeholder → invocation, for every held credential
+	held    map[[32]byte]int        // SHA-256 of each held value → how many credentials hold it
+	lens    map[int]int             // length of each held value → how many credentials hold one
+	places  map[string]string       // placeholder → invocation, for every held credential
+	dests   map[netguard.Origin]int // credential destination → how many held credentials have it
 
 	// heldLens is lens's keys and the shortest of them, published under
 	// mu on every change: Holds answers most strings (whose length no held
@@ -40,17 +42,20 @@ type Registry struct {
 	heldLens atomic.Pointer[heldLengths]
 }
 
-// heldLengths is a snapshot of the lengths of the held values.
+// heldLengths is a snapshot of the lengths of the held values, and of
+// their credentials' destinations.
 type heldLengths struct {
-	lens map[int]bool
-	min  int // the shortest; 0 when nothing is held
+	lens  map[int]bool
+	min   int // the shortest; 0 when nothing is held
+	dests map[netguard.Origin]bool
 }
 
 // NewRegistry returns an empty registry that consumes leases through c and
 // registers every held value with s (the daemon's scrubber, so logs, audit
 // records, errors and responses never carry one).
 func NewRegistry(c Consumer, s *redact.Scrubber) *Registry {
-	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}, lens: map[int]int{}, places: map[string]string{}}
+	return &Registry{consumer: c, scrub: s, bundles: map[string]*Bundle{}, pending: map[string]bool{}, held: map[[32]byte]int{}, lens: map[int]int{}, places: map[string]string{},
+		dests: map[netguard.Origin]int{}}
 }
 
 var (
@@ -91,6 +96,7 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 		r.held[sha256.Sum256(c.value.Bytes())]++
 		r.lens[len(c.value.Bytes())]++
 		r.places[c.Placeholder] = req.Invocation
+		r.dests[c.Destination]++
 	}
 	r.publishLens()
 	r.bundles[req.Invocation] = b
@@ -147,6 +153,11 @@ func (r *Registry) Drop(invocation string) error {
 				r.lens[n]--
 			}
 			delete(r.places, c.Placeholder)
+			if r.dests[c.Destination] <= 1 {
+				delete(r.dests, c.Destination)
+			} else {
+				r.dests[c.Destination]--
+			}
 		}
 		r.publishLens()
 	}
@@ -194,7 +205,10 @@ func (r *Registry) HoldsString(v string) bool {
 
 // publishLens publishes the lengths of the held values; r.mu is held.
 func (r *Registry) publishLens() {
-	h := &heldLengths{lens: make(map[int]bool, len(r.lens))}
+	h := &heldLengths{lens: make(map[int]bool, len(r.lens)), dests: make(map[netguard.Origin]bool, len(r.dests))}
+	for o := range r.dests {
+		h.dests[o] = true
+	}
 	for n := range r.lens {
 		h.lens[n] = true
 		if h.min == 0 || n < h.min {
@@ -202,6 +216,14 @@ func (r *Registry) publishLens() {
 		}
 	}
 	r.heldLens.Store(h)
+}
+
+// IsDestination reports whether o (canonical) is the destination of a
+// credential egressd holds, for any invocation: the one kind of origin
+// where a held value can have been placed, stored and echoed back.
+func (r *Registry) IsDestination(o netguard.Origin) bool {
+	l := r.heldLens.Load()
+	return l != nil && l.dests[o]
 }
 
 // Scrubber returns the scrubber every held value is registered with.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -74,11 +75,19 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 		return nil, p.refuse(ctx, d, b, wire.Wrap(wire.CodeInternal, "audit log unavailable", err))
 	}
 	b.AddEgress(d.bytesOut)
+	whole := p.cfg.Registry.IsDestination(rec.Origin())
+	if whole {
+		WholeOnly(sent)
+	}
 	resp, body, err := p.Send(ctx, sent, route)
 	var out *Output
 	if err == nil {
 		d.status = resp.StatusCode
-		out, err = p.Sanitize(resp, body)
+		if whole && resp.StatusCode == http.StatusPartialContent {
+			err = errPartial()
+		} else {
+			out, err = p.Sanitize(resp, body)
+		}
 	}
 	if out != nil {
 		d.bytesIn = uint64(len(out.Body))
