@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,4 +243,76 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		is.Equal(got, strings.Repeat("x", 15)+"done\n")
 		is.True(time.Since(begin) > 3*idle) // open well past the idle timeout, the upload side quiet
 	})
+}
+
+// TestTunnelEndsWithBundle: bundle.drop closes the invocation's open
+// opaque tunnels at once (a dropped invocation reaches nothing), and
+// leaves another invocation's tunnel working.
+func TestTunnelEndsWithBundle(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := newRoot(t)
+	// The upstream echoes lines until its client goes.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	is.NoErr(err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	authority := "echo.test:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	startSecretd(t, root)
+	eg := startEgressd(t, root, "-resolve", authority+":127.0.0.1")
+	info, err := eg.api.Info(ctx)
+	is.NoErr(err)
+	allow := egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "https://" + authority}}}
+	open := func(inv string) (net.Conn, *bufio.Reader) {
+		tok := strings.Repeat(inv[len(inv)-1:], 43)
+		_, err := eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: inv, ProxyToken: tok, Policy: allow})
+		is.NoErr(err)
+		c, err := net.Dial("tcp", info.ProxyAddress)
+		is.NoErr(err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic(inv, tok)+"\r\n\r\n")
+		is.NoErr(err)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, 200)
+		return c, br
+	}
+	echo := func(c net.Conn, br *bufio.Reader) (string, error) {
+		if _, err := io.WriteString(c, "ping\n"); err != nil {
+			return "", err
+		}
+		return br.ReadString('\n')
+	}
+	ca, bra := open("inv-a")
+	cb, brb := open("inv-b")
+	for _, p := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{ca, bra}, {cb, brb}} {
+		got, err := echo(p.c, p.br)
+		is.NoErr(err)
+		is.Equal(got, "ping\n")
+	}
+	err = eg.api.BundleDrop(ctx, "inv-a")
+	is.NoErr(err)
+	begin := time.Now()
+	_, err = bra.ReadByte()
+	is.Equal(err, io.EOF) // inv-a's tunnel closed by egressd
+	is.True(time.Since(begin) < 5*time.Second)
+	got, err := echo(cb, brb) // inv-b's still carries bytes
+	is.NoErr(err)
+	is.Equal(got, "ping\n")
+	b, err := os.ReadFile(filepath.Join(root, "log", "egressd", "audit.jsonl"))
+	is.NoErr(err)
+	is.True(strings.Contains(string(b), `"ended_by":"bundle.drop"`))
 }

@@ -56,6 +56,7 @@ type Bundle struct {
 
 	mu      sync.RWMutex
 	dropped bool
+	gone    chan struct{} // closed by zero; nil for a bundle that is never dropped
 
 	egressBytes atomic.Uint64
 	requests    atomic.Uint64
@@ -124,12 +125,21 @@ func (b *Bundle) Stats() egressdapi.InvocationStats {
 	}
 }
 
+// Dropped returns a channel that is closed when the bundle is dropped
+// (bundle.drop or shutdown), so that a connection that outlives a request
+// (an opaque tunnel) ends with it; nil (never ready) for a bundle outside
+// the registry, such as the anonymous one.
+func (b *Bundle) Dropped() <-chan struct{} { return b.gone }
+
 // zero drops every value: it waits for requests inside Use, then zeroes
 // and unregisters each value from the scrubber.
 func (b *Bundle) zero() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.dropped = true
+	if b.gone != nil {
+		close(b.gone)
+	}
 	zeroCreds(b.creds)
 	clear(b.token)
 }

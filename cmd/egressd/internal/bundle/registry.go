@@ -88,7 +88,7 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 	if err != nil {
 		return nil, err
 	}
-	b := &Bundle{Invocation: req.Invocation, policy: pol, token: []byte(req.ProxyToken), creds: creds}
+	b := &Bundle{Invocation: req.Invocation, policy: pol, token: []byte(req.ProxyToken), creds: creds, gone: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range creds {

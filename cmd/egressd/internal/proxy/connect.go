@@ -139,7 +139,8 @@ func (c *conn) tunnelRecord(t *tunnel, mode string, r transport.Route, outcome a
 }
 
 // opaque dials exactly the checked address and copies bytes both ways
-// until both sides are done or the tunnel is idle for IdleTimeout.
+// until both sides are done, the tunnel is idle for IdleTimeout, or the
+// invocation's bundle is dropped (both connections are closed then).
 // Client-to-upstream bytes count as network_egress_bytes as they pass.
 func (c *conn) opaque(t *tunnel, r transport.Route) {
 	up, err := c.dial(r.Addr)
@@ -166,10 +167,33 @@ func (c *conn) opaque(t *tunnel, r transport.Route) {
 		pipe(up, &bufConn{Conn: c.c, r: c.br}, c.c, idle, &last, func(n int) { out.Add(uint64(n)); t.b.AddBytes(uint64(n)) })
 	})
 	wg.Go(func() { pipe(c.c, up, up, idle, &last, func(n int) { in.Add(uint64(n)) }) })
+	// A dropped bundle reaches nothing, open tunnels included.
+	var dropped atomic.Bool
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-t.b.Dropped():
+			dropped.Store(true)
+			up.Close()
+			c.c.Close()
+		case <-stop:
+		}
+	}()
 	wg.Wait()
-	c.tunnelRecord(t, "tunnel", r, audit.OutcomeOK, map[string]any{pipeline.KeyBytesOut: out.Load(), pipeline.KeyBytesIn: in.Load(),
-		pipeline.KeyDurationMS: time.Since(start).Milliseconds()})
+	close(stop)
+	<-watched
+	fields := map[string]any{pipeline.KeyBytesOut: out.Load(), pipeline.KeyBytesIn: in.Load(),
+		pipeline.KeyDurationMS: time.Since(start).Milliseconds()}
+	if dropped.Load() {
+		fields[keyEndedBy] = "bundle.drop"
+	}
+	c.tunnelRecord(t, "tunnel", r, audit.OutcomeOK, fields)
 }
+
+// keyEndedBy names, in an opaque tunnel's audit record, what closed it
+// when egressd did: "bundle.drop" when its invocation's bundle was dropped.
+const keyEndedBy = "ended_by"
 
 // dial connects to exactly addr; ControlContext refuses any other.
 func (c *conn) dial(addr netip.AddrPort) (net.Conn, error) {
