@@ -35,17 +35,31 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 
-// exitCode maps an error to the documented exit codes by its class.
+// bareGroupError is a group command (hostctl, hostctl container, ...) run
+// without a subcommand: a usage error (exit 2). It wraps flag.ErrHelp so
+// that ffcli prints the group's usage, which lists its commands.
+type bareGroupError struct{ path string }
+
+func (e bareGroupError) Error() string { return e.path + ": missing command" }
+
+// Unwrap returns flag.ErrHelp, which makes ffcli print the usage.
+func (e bareGroupError) Unwrap() error { return flag.ErrHelp }
+
+// exitCode maps an error to the documented exit codes by its class. An
+// explicit help request (-h, -help, --help: flag.ErrHelp) is a success.
 func exitCode(err error) int {
 	var ue usageError
 	var ee exitError
+	var be bareGroupError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue), errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue), errors.As(err, &be):
 		return ExitUsage
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
 	}
 	code := wire.CodeOf(err)
 	switch {
@@ -89,14 +103,14 @@ func printError(w io.Writer, err error) {
 }
 
 // groupExec is the Exec of a command that only groups others (hostctl,
-// hostctl container, ...): alone it prints its usage (flag.ErrHelp, exit
+// hostctl container, ...): alone it prints its usage (bareGroupError, exit
 // 2); with a word ffcli did not match, it names that word.
 func groupExec(group string) func(context.Context, []string) error {
 	return func(_ context.Context, args []string) error {
-		if len(args) == 0 {
-			return flag.ErrHelp
-		}
 		path := strings.TrimSpace("hostctl " + group)
+		if len(args) == 0 {
+			return bareGroupError{path}
+		}
 		return usageError{fmt.Sprintf("unknown command %q for %s (%s -h lists them)", args[0], path, path)}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"hostkit.dev/lib/daemon"
@@ -18,11 +19,13 @@ import (
 var helpTopics = map[string]string{
 	"exit-codes": `hostctl exit codes (every command)
 
-  0  ok           the command did what it says
+  0  ok           the command did what it says; also an explicit help request
+                  (-h, -help or --help after any command: the usage on stderr)
   1  failure      anything else: a daemon refused the request, an audit chain is
                   broken (audit verify), a file could not be read
   2  usage        a bad command line: unknown command or flag, missing or extra
-                  arguments (the usage is printed)
+                  arguments, a missing command (bare hostctl or hostctl secret;
+                  the usage is printed)
   3  not found    the named thing does not exist: a *.not_found or *.unknown code
                   (credential.not_found, ...), no audit log (audit tail/verify)
   4  denied       peer.denied (your user holds no role for that op), or a
@@ -83,6 +86,30 @@ hostctl audit reads those files directly, so it works while a daemon is down.
 `,
 }
 
+// topicSummaries are the one-line descriptions of helpTopics in the
+// overview (`hostctl help`, `hostctl -h`); a test keeps the keys equal.
+var topicSummaries = map[string]string{
+	"exit-codes": "what each exit code (0-5) means",
+	"layout":     "where sockets, state and logs live; the paths this invocation resolves",
+	"roles":      "which users may call which op of each daemon",
+}
+
+// overviewUsage is the root command's usage (`hostctl -h`, `hostctl help`,
+// bare `hostctl`): ffcli's default (description, usage, one line per
+// command, global flags) followed by the help topics.
+func overviewUsage(c *ffcli.Command) string {
+	var b strings.Builder
+	b.WriteString(ffcli.DefaultUsageFunc(c))
+	b.WriteString("\nTOPICS\n")
+	tw := tabwriter.NewWriter(&b, 0, 2, 2, ' ', 0)
+	for _, n := range topicNames() {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, topicSummaries[n])
+	}
+	tw.Flush()
+	b.WriteString("\n`hostctl help TOPIC` explains a topic; `hostctl help COMMAND...` or\n`hostctl COMMAND... -h` prints a command's usage and flags.\n")
+	return b.String()
+}
+
 // helpCmd is `hostctl help [TOPIC | COMMAND...]`.
 func helpCmd(g *globals) *ffcli.Command {
 	return &ffcli.Command{
@@ -92,7 +119,7 @@ func helpCmd(g *globals) *ffcli.Command {
 		FlagSet:    g.newFlagSet("help"),
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) == 0 {
-				return g.helpIndex()
+				return g.helpIndex(ctx)
 			}
 			if text, ok := helpTopics[args[0]]; ok && len(args) == 1 {
 				if _, err := io.WriteString(g.stdout, text); err != nil {
@@ -138,9 +165,12 @@ func topicNames() []string {
 	return names
 }
 
-func (g *globals) helpIndex() error {
-	_, err := fmt.Fprintf(g.stdout, "hostctl help TOPIC   topics: %s\nhostctl help COMMAND (or hostctl COMMAND -h) for a command's usage\n",
-		strings.Join(topicNames(), ", "))
+// helpIndex prints the overview (the root usage: commands and topics) on
+// stdout.
+func (g *globals) helpIndex(ctx context.Context) error {
+	var usage bytes.Buffer
+	Run(ctx, []string{"-h"}, bytes.NewReader(nil), io.Discard, &usage)
+	_, err := io.Copy(g.stdout, &usage)
 	return err
 }
 

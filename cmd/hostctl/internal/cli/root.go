@@ -82,6 +82,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ShortUsage: "hostctl [-root DIR] <noun> <verb> [flags]",
 		ShortHelp:  "the admin's client for hostkit",
 		FlagSet:    rootFS,
+		UsageFunc:  overviewUsage,
 		Options:    []ff.Option{ff.WithEnvVarPrefix("HOSTCTL")},
 		Subcommands: []*ffcli.Command{
 			doctorCmd(g),
