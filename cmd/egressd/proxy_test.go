@@ -142,3 +142,35 @@ func (f *proxyFixture) checkCanary(t *testing.T, extra string) {
 		}
 	}
 }
+
+// TestProxyHeadNoLength: an answer to HEAD that egressd writes (plain HTTP,
+// or inside an intercepted tunnel) carries no Content-Length (it would
+// have to equal what GET returns after decoding and scrubbing, RFC 9110
+// section 8.6), where it used to say 0; GET keeps its length. An opaque
+// tunnel passes the upstream's own answer, length included.
+func TestProxyHeadNoLength(t *testing.T) {
+	t.Parallel()
+	f := newProxyFixture(t)
+	for _, tc := range []struct {
+		name, inv, tok, url string
+		want               string // HEAD's Content-Length
+	}{
+		{"plain", "inv-3", f.tok3, f.plainURL + "/h", ""},
+		{"intercepted", "inv-1", f.tok1, f.otherURL + "/h", ""},
+		{"opaque", "inv-3", f.tok3, f.otherURL + "/h", "8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			c := f.client(tc.inv, tc.tok, f.bundlePool(t))
+			resp, err := c.Head(tc.url)
+			is.NoErr(err)
+			resp.Body.Close()
+			is.Equal(resp.StatusCode, 200)
+			is.Equal(resp.Header.Get("Content-Length"), tc.want)
+			resp, err = c.Get(tc.url)
+			is.NoErr(err)
+			resp.Body.Close()
+			is.Equal(resp.ContentLength, int64(8)) // "other ok", "plain ok"
+		})
+	}
+}

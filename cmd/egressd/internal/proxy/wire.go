@@ -22,7 +22,10 @@ import (
 // The rules it follows, from net/http: "Connection: close" first when
 // closing; Content-Length when the body is not empty or the request was
 // POST, PUT or PATCH, else (after the other fields) "Content-Length: 0"
-// when the status allows a body; no body in an answer to HEAD.
+// when the status allows a body. One difference: an answer to HEAD has
+// neither a body nor a Content-Length, since RFC 9110 section 8.6 allows
+// one only when it equals what GET would send, which egressd cannot
+// promise after decoding and scrubbing (net/http would say 0).
 func writeResponse(w *bufio.Writer, method string, status int, header []request.Field, body []byte, closeAfter bool) {
 	text := http.StatusText(status)
 	if text == "" {
@@ -42,7 +45,8 @@ func writeResponse(w *bufio.Writer, method string, status int, header []request.
 	if closeAfter {
 		w.WriteString("Connection: close\r\n")
 	}
-	sentLength := len(body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+	head := method == http.MethodHead
+	sentLength := !head && (len(body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch)
 	if sentLength {
 		w.WriteString("Content-Length: ")
 		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(body)), 10))
@@ -58,11 +62,11 @@ func writeResponse(w *bufio.Writer, method string, status int, header []request.
 		w.WriteString(textproto.TrimString(v))
 		w.WriteString("\r\n")
 	}
-	if !sentLength && bodyAllowed(status) {
+	if !sentLength && !head && bodyAllowed(status) {
 		w.WriteString("Content-Length: 0\r\n")
 	}
 	w.WriteString("\r\n")
-	if method != http.MethodHead {
+	if !head {
 		w.Write(body)
 	}
 }
