@@ -32,6 +32,7 @@ type flags struct {
 	timeout       time.Duration
 	anonymous     daemon.StringList
 	maxTunnels    int
+	authAudit     float64
 	maxHeader     int
 	handshake     time.Duration
 	idle          time.Duration
@@ -53,6 +54,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxHeader, "proxy-max-header-bytes", 64<<10, "largest request line and header block on the proxy face, bytes")
 	fs.DurationVar(&f.handshake, "proxy-handshake-timeout", 10*time.Second, "longest a proxy client may take to send its first request header or finish a TLS handshake")
 	fs.DurationVar(&f.idle, "proxy-idle-timeout", 120*time.Second, "longest a proxy connection or tunnel may sit idle")
+	fs.Float64Var(&f.authAudit, "proxy-auth-audit-rate", 20, "failed proxy authentications audited per second after a burst of five times this (the rest are counted in the next record)")
 }
 
 // Config is egressd's validated configuration.
@@ -78,6 +80,7 @@ type Config struct {
 type proxyLimits struct {
 	MaxTunnels, MaxHeader int
 	Handshake, Idle       time.Duration
+	AuthAuditRate         float64
 }
 
 func (f *flags) config(l daemon.Layout) (*Config, error) {
@@ -90,7 +93,8 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		MaxResponse:   f.maxResponse,
 		Timeout:       f.timeout,
 		Strip:         f.strip,
-		Proxy:         proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle},
+		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
+			AuthAuditRate: f.authAudit},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -134,7 +138,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
 		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
 	}
-	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 {
+	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) {
 		return nil, fmt.Errorf("the -proxy-* limits must be positive")
 	}
 	if len(f.anonymous) > 0 {

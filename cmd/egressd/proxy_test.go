@@ -153,7 +153,7 @@ func TestProxyHeadNoLength(t *testing.T) {
 	f := newProxyFixture(t)
 	for _, tc := range []struct {
 		name, inv, tok, url string
-		want               string // HEAD's Content-Length
+		want                string // HEAD's Content-Length
 	}{
 		{"plain", "inv-3", f.tok3, f.plainURL + "/h", ""},
 		{"intercepted", "inv-1", f.tok1, f.otherURL + "/h", ""},

@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Registry: reg, Pipeline: p, Transport: tr, CA: face.ca, Audit: al, Logger: env.Logger, Anonymous: anon,
 		MaxTunnels: cfg.Proxy.MaxTunnels, HandshakeTimeout: cfg.Proxy.Handshake, IdleTimeout: cfg.Proxy.Idle,
 		RequestTimeout: cfg.Timeout, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
+		AuthAuditRate: cfg.Proxy.AuthAuditRate, AuthAuditBurst: int(max(1, 5*cfg.Proxy.AuthAuditRate)),
 	})
 	defer px.Close()
 	// secretd's socket is logged as broker_socket: a key that names

@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -315,4 +317,103 @@ func TestTunnelEndsWithBundle(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root, "log", "egressd", "audit.jsonl"))
 	is.NoErr(err)
 	is.True(strings.Contains(string(b), `"ended_by":"bundle.drop"`))
+}
+
+// TestProxyAuthAuditBounded: failed proxy authentications, which any
+// local process can cause without a token, cannot flood the audit log
+// (and rotate it away): past -proxy-auth-audit-rate they get their 407
+// without a record, the next record (or the one egressd writes when it
+// stops) counts them, and each field of such a record is at most a few
+// hundred bytes however long the request. A client with a token is
+// served and audited as usual throughout.
+func TestProxyAuthAuditBounded(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	root := newRoot(t)
+	const flood = 80
+	const sent = flood + 1 + 20
+	// Runs after egressd has stopped (cleanups run last-in first-out).
+	t.Cleanup(func() {
+		b, err := os.ReadFile(filepath.Join(root, "log", "egressd", "audit.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, counted, summaries := 0, 0, 0
+		for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+			var r struct {
+				Op     string         `json:"op"`
+				Fields map[string]any `json:"fields"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("audit line: %v", err)
+			}
+			if r.Op != "egress.proxy_auth" {
+				continue
+			}
+			if len(line) > 2048 {
+				t.Errorf("a refusal record of %d bytes", len(line))
+			}
+			if n, ok := r.Fields["suppressed"].(float64); ok {
+				counted += int(n)
+			}
+			if _, ok := r.Fields["why"]; ok {
+				records++
+			} else {
+				summaries++ // written by egressd as it stopped
+			}
+		}
+		if records+counted != sent || records >= sent/2 || summaries != 1 {
+			t.Errorf("%d failures: %d records, %d counted in suppressed fields, %d summaries", sent, records, counted, summaries)
+		}
+	})
+	startSecretd(t, root)
+	eg := startEgressd(t, root, "-proxy-auth-audit-rate", "2") // a burst of 10
+	info, err := eg.api.Info(ctx)
+	is.NoErr(err)
+	tok := strings.Repeat("t", 43)
+	up := httptestPlain(t)
+	_, err = eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "inv-t", ProxyToken: tok,
+		Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "http://" + up}}}})
+	is.NoErr(err)
+	longMethod := strings.Repeat("M", 20000)
+	bad := func() {
+		c, err := net.Dial("tcp", info.ProxyAddress)
+		is.NoErr(err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, longMethod+" http://"+up+"/ HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
+		is.NoErr(err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusProxyAuthRequired) // always answered
+	}
+	for range flood {
+		bad()
+	}
+	u, _ := url.Parse("http://inv-t:" + tok + "@" + info.ProxyAddress)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	resp, err := client.Get("http://" + up + "/ok")
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, 200) // the token holder is served
+	is.True(strings.Contains(eg.auditLog(t), `"op":"egress.request"`))
+	time.Sleep(600 * time.Millisecond) // a token back in the bucket: the next failure is recorded with the count
+	bad()
+	for range 20 { // left for the summary egressd writes as it stops
+		bad()
+	}
+}
+
+// httptestPlain serves "ok" over plain HTTP on 127.0.0.1 and returns its
+// address.
+func httptestPlain(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
 }

@@ -92,6 +92,11 @@ func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, f
 	if fields == nil {
 		fields = map[string]any{}
 	}
+	for k, v := range fields {
+		if s, ok := v.(string); ok && len(s) > maxAuditField {
+			fields[k] = clip(s)
+		}
+	}
 	fields["via"] = c.via
 	inv := ""
 	if b != nil {
@@ -161,6 +166,22 @@ func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
 	return b, nil
 }
 
+// keySuppressed counts, in an egress.proxy_auth record, the failed
+// authentications before it that were not audited (Config.AuthAuditRate).
+const keySuppressed = "suppressed"
+
+// maxAuditField bounds, in bytes, each string field of a refusal the proxy
+// face records before the pipeline (a method, a CONNECT target, a claimed
+// invocation): what the client sent may be as long as the header limit,
+// and such records can be written without a token.
+const maxAuditField = 256
+
+// clip cuts s to maxAuditField bytes (valid UTF-8) and says how much was
+// left out.
+func clip(s string) string {
+	return strings.ToValidUTF8(s[:maxAuditField], "") + "...(+" + strconv.Itoa(len(s)-maxAuditField) + " bytes)"
+}
+
 // authError is a failed authentication with its audit fields.
 type authError struct {
 	err    error
@@ -174,6 +195,14 @@ func (e *authError) Unwrap() error { return e.err }
 func (c *conn) rejectErr(b *bundle.Bundle, req *http.Request, err error, closeAfter bool) {
 	var ae *authError
 	if errors.As(err, &ae) {
+		if !c.s.authAudit.Allow() {
+			c.s.authSuppressed.Add(1)
+			c.refuse(ae.err, closeAfter) // the 407 as always, without a record
+			return
+		}
+		if n := c.s.authSuppressed.Swap(0); n > 0 {
+			ae.fields[keySuppressed] = n
+		}
 		c.reject(nil, ae.err, closeAfter, OpAuth, ae.fields)
 		return
 	}

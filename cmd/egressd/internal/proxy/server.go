@@ -21,13 +21,16 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
 	"hostkit.dev/cmd/egressd/internal/transport"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/sock"
+	"hostkit.dev/lib/wire"
 )
 
 // Config holds a Server's dependencies and limits. Zero limits take the
@@ -48,6 +51,16 @@ type Config struct {
 	DialTimeout      time.Duration // opaque tunnel upstream dial; default 10 s
 	MaxHeaderBytes   int           // request line and header block; default 64 KiB
 	MaxBody          int           // request body; default 4 MiB
+
+	// AuthAuditRate and AuthAuditBurst bound the egress.proxy_auth audit
+	// records of failed proxy authentications (token bucket: records per
+	// second, bucket size; defaults 20 and 100). Any local process can
+	// reach the TCP listener without a token, and a flood of records would
+	// otherwise rotate the audit trail away. Past the bound a failure still
+	// gets its 407 and is counted; the next record written carries the
+	// count as "suppressed" (and Close writes one for a count left over).
+	AuthAuditRate  float64
+	AuthAuditBurst int
 }
 
 // Server serves the proxy face on any number of listeners. Create with
@@ -57,6 +70,9 @@ type Server struct {
 	tunnels chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	authAudit      *rate.Limiter // failed authentications' audit records
+	authSuppressed atomic.Uint64 // failures not audited since the last record
 
 	mu        sync.Mutex
 	closed    bool
@@ -85,9 +101,16 @@ func New(cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 4 << 20
 	}
+	if cfg.AuthAuditRate <= 0 {
+		cfg.AuthAuditRate = 20
+	}
+	if cfg.AuthAuditBurst <= 0 {
+		cfg.AuthAuditBurst = 100
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
-		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{}}
+		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{},
+		authAudit: rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst)}
 }
 
 // Serve accepts connections on l until Close; via names the listener in
@@ -142,6 +165,12 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if n := s.authSuppressed.Swap(0); n > 0 {
+		if _, err := s.cfg.Audit.Append(context.Background(), audit.Record{Actor: audit.Actor{UID: -1}, Op: OpAuth,
+			Outcome: audit.OutcomeRefused, Code: wire.CodePeerDenied, Fields: map[string]any{keySuppressed: n}}); err != nil {
+			s.cfg.Logger.Error("audit.append_failed", slog.String("op", OpAuth), slog.Any("err", err))
+		}
+	}
 	return nil
 }
 
