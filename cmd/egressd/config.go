@@ -33,6 +33,9 @@ type flags struct {
 	anonymous     daemon.StringList
 	maxTunnels    int
 	authAudit     float64
+	invTunnels    int
+	invRequests   int
+	maxConns      int
 	maxHeader     int
 	handshake     time.Duration
 	idle          time.Duration
@@ -54,6 +57,9 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxHeader, "proxy-max-header-bytes", 64<<10, "largest request line and header block on the proxy face, bytes")
 	fs.DurationVar(&f.handshake, "proxy-handshake-timeout", 10*time.Second, "longest a proxy client may take to send its first request header or finish a TLS handshake")
 	fs.DurationVar(&f.idle, "proxy-idle-timeout", 120*time.Second, "longest a proxy connection or tunnel may sit idle")
+	fs.IntVar(&f.invTunnels, "proxy-max-tunnels-per-invocation", 0, "most concurrent CONNECT tunnels of one invocation (0: a quarter of -proxy-max-tunnels)")
+	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once (each may buffer a request and a response body)")
+	fs.IntVar(&f.maxConns, "proxy-max-conns", 4096, "most open proxy client connections (TCP and Unix socket together)")
 	fs.Float64Var(&f.authAudit, "proxy-auth-audit-rate", 20, "failed proxy authentications audited per second after a burst of five times this (the rest are counted in the next record)")
 }
 
@@ -81,6 +87,9 @@ type proxyLimits struct {
 	MaxTunnels, MaxHeader int
 	Handshake, Idle       time.Duration
 	AuthAuditRate         float64
+	InvTunnels            int
+	InvRequests           int
+	MaxConns              int
 }
 
 func (f *flags) config(l daemon.Layout) (*Config, error) {
@@ -94,7 +103,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		Timeout:       f.timeout,
 		Strip:         f.strip,
 		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
-			AuthAuditRate: f.authAudit},
+			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, MaxConns: f.maxConns},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -138,7 +147,8 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
 		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
 	}
-	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) {
+	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) ||
+		f.invTunnels < 0 || f.invRequests <= 0 || f.maxConns <= 0 {
 		return nil, fmt.Errorf("the -proxy-* limits must be positive")
 	}
 	if len(f.anonymous) > 0 {

@@ -417,3 +417,149 @@ func httptestPlain(t *testing.T) string {
 	t.Cleanup(func() { srv.Close() })
 	return l.Addr().String()
 }
+
+// TestProxyPerInvocationLimits: one invocation cannot take every tunnel
+// or pile up requests (503 server.busy for it), while another invocation
+// is still served; connections past -proxy-max-conns get 503 server.busy
+// and a new one is served once an old one has gone.
+func TestProxyPerInvocationLimits(t *testing.T) {
+	t.Parallel()
+	root := newRoot(t)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	slow := httptestHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	authority := "echo.test:" + strconv.Itoa(echo.Addr().(*net.TCPAddr).Port)
+	startSecretd(t, root)
+	eg := startEgressd(t, root, "-resolve", authority+":127.0.0.1", "-proxy-max-tunnels", "8",
+		"-proxy-max-tunnels-per-invocation", "2", "-proxy-max-requests-per-invocation", "1", "-proxy-max-conns", "12")
+	info, err := eg.api.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "https://" + authority}, {Origin: "http://" + slow}}}
+	for _, inv := range []string{"inv-a", "inv-b"} {
+		if _, err := eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: inv,
+			ProxyToken: strings.Repeat(inv[4:], 43), Policy: allow}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", info.ProxyAddress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	connect := func(t *testing.T, inv string) *http.Response {
+		c, br := dial(t)
+		io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic(inv, strings.Repeat(inv[4:], 43))+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	get := func(t *testing.T, inv, path string) *http.Response {
+		c, br := dial(t)
+		io.WriteString(c, "GET http://"+slow+path+" HTTP/1.1\r\nHost: "+slow+"\r\nProxy-Authorization: "+basic(inv, strings.Repeat(inv[4:], 43))+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	t.Run("tunnels", func(t *testing.T) {
+		is := is.New(t)
+		is.Equal(connect(t, "inv-a").StatusCode, 200)
+		is.Equal(connect(t, "inv-a").StatusCode, 200)
+		third := connect(t, "inv-a")
+		is.Equal(third.StatusCode, http.StatusServiceUnavailable)
+		is.Equal(code(third), "server.busy")
+		is.Equal(connect(t, "inv-b").StatusCode, 200) // the other invocation still gets one
+	})
+	t.Run("requests in flight", func(t *testing.T) {
+		is := is.New(t)
+		first := make(chan *http.Response, 1)
+		go func() { first <- get(t, "inv-a", "/slow") }()
+		<-entered // inv-a's request is in the pipeline, waiting on the upstream
+		second := get(t, "inv-a", "/fast")
+		is.Equal(second.StatusCode, http.StatusServiceUnavailable)
+		is.Equal(code(second), "server.busy")
+		is.Equal(get(t, "inv-b", "/fast").StatusCode, 200) // another invocation is served
+		close(release)
+		is.Equal((<-first).StatusCode, 200)
+		is.Equal(get(t, "inv-a", "/fast").StatusCode, 200) // its slot is back
+	})
+	t.Run("connections", func(t *testing.T) {
+		is := is.New(t)
+		// Idle connections until one is refused: admitted ones are kept
+		// open (egressd waits for their first request), so the count only
+		// grows until it reaches the cap of 12.
+		var idle []net.Conn
+		var over *http.Response
+		for n := 0; over == nil; n++ {
+			if n > 40 {
+				t.Fatal("no connection over the cap was refused")
+			}
+			c, br := dial(t)
+			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if resp, err := http.ReadResponse(br, nil); err == nil {
+				over = resp
+				continue
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			idle = append(idle, c)
+		}
+		is.Equal(over.StatusCode, http.StatusServiceUnavailable)
+		is.True(len(idle) >= 12-3) // the cap, less what the subtests above may not have closed yet
+		deadline := time.Now().Add(10 * time.Second)
+		is.Equal(code(over), "server.busy")
+		idle[0].Close()
+		for {
+			if time.Now().After(deadline) {
+				t.Fatal("no connection was served after one closed")
+			}
+			resp := get(t, "inv-b", "/fast")
+			if resp.StatusCode == 200 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// httptestHandler serves h over plain HTTP on 127.0.0.1 and returns its
+// address.
+func httptestHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}

@@ -156,6 +156,12 @@ func (c *conn) handle(req *http.Request) bool {
 		c.rejectErr(b, req, err, req.Close || !drained)
 		return !req.Close && drained
 	}
+	if !c.s.invRequests.take(b.Invocation) {
+		// Refused unread: the body may be large, so the connection closes.
+		c.rejectErr(b, req, wire.Errorf(wire.CodeServerBusy, "too many requests in flight for this invocation (at most %d)", c.s.cfg.MaxRequestsPerInvocation), true)
+		return false
+	}
+	defer c.s.invRequests.give(b.Invocation)
 	body, err := readBody(req, c.s.cfg.MaxBody)
 	if err != nil {
 		return false

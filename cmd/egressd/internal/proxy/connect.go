@@ -65,6 +65,11 @@ func (c *conn) connect(req *http.Request) {
 		c.rejectConnect(b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels (at most %d)", c.s.cfg.MaxTunnels))
 		return
 	}
+	if !c.s.invTunnels.take(b.Invocation) {
+		c.rejectConnect(b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels for this invocation (at most %d)", c.s.cfg.MaxTunnelsPerInvocation))
+		return
+	}
+	defer c.s.invTunnels.give(b.Invocation)
 	if intercept {
 		c.intercept(t, r)
 		return

@@ -18,6 +18,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -52,6 +53,17 @@ type Config struct {
 	MaxHeaderBytes   int           // request line and header block; default 64 KiB
 	MaxBody          int           // request body; default 4 MiB
 
+	// MaxTunnelsPerInvocation bounds the tunnels one invocation holds at
+	// once (default MaxTunnels/4), MaxRequestsPerInvocation its requests
+	// in the pipeline at once (default 64: each may buffer MaxBody and the
+	// response), and MaxConns the client connections of the whole proxy
+	// face (default 4096; beyond, a new connection gets 503 server.busy
+	// and is closed). Past a per-invocation bound the answer is 503
+	// server.busy for that invocation only.
+	MaxTunnelsPerInvocation  int
+	MaxRequestsPerInvocation int
+	MaxConns                 int
+
 	// AuthAuditRate and AuthAuditBurst bound the egress.proxy_auth audit
 	// records of failed proxy authentications (token bucket: records per
 	// second, bucket size; defaults 20 and 100). Any local process can
@@ -71,6 +83,9 @@ type Server struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
+	invTunnels     *slots        // tunnels per invocation
+	invRequests    *slots        // requests in the pipeline per invocation
+	clients        int           // client connections open (under mu)
 	authAudit      *rate.Limiter // failed authentications' audit records
 	authSuppressed atomic.Uint64 // failures not audited since the last record
 
@@ -101,6 +116,15 @@ func New(cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 4 << 20
 	}
+	if cfg.MaxTunnelsPerInvocation <= 0 {
+		cfg.MaxTunnelsPerInvocation = max(1, cfg.MaxTunnels/4)
+	}
+	if cfg.MaxRequestsPerInvocation <= 0 {
+		cfg.MaxRequestsPerInvocation = 64
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 4096
+	}
 	if cfg.AuthAuditRate <= 0 {
 		cfg.AuthAuditRate = 20
 	}
@@ -110,7 +134,9 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{},
-		authAudit: rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst)}
+		authAudit:   rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst),
+		invTunnels:  newSlots(cfg.MaxTunnelsPerInvocation),
+		invRequests: newSlots(cfg.MaxRequestsPerInvocation)}
 }
 
 // Serve accepts connections on l until Close; via names the listener in
@@ -146,6 +172,11 @@ func (s *Server) Serve(l net.Listener, via string) error {
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(nil, c)
+			if !s.admit() {
+				busy(c)
+				return
+			}
+			defer s.leave()
 			newConn(s, c, via, actor).serve()
 		}()
 	}
@@ -172,6 +203,33 @@ func (s *Server) Close() error {
 		}
 	}
 	return nil
+}
+
+// admit counts a new client connection and reports whether it is within
+// MaxConns; leave uncounts an admitted one.
+func (s *Server) admit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients >= s.cfg.MaxConns {
+		return false
+	}
+	s.clients++
+	return true
+}
+
+func (s *Server) leave() {
+	s.mu.Lock()
+	s.clients--
+	s.mu.Unlock()
+}
+
+// busy answers a connection over MaxConns with 503 server.busy and closes
+// it, reading nothing (no audit record: that would let a flood write
+// one per connection).
+func busy(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n"+HeaderError+": "+wire.CodeServerBusy+"\r\n\r\n")
+	c.Close()
 }
 
 func (s *Server) isClosed() bool {
