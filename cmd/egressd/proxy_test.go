@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -171,6 +173,49 @@ func TestProxyHeadNoLength(t *testing.T) {
 			is.NoErr(err)
 			resp.Body.Close()
 			is.Equal(resp.ContentLength, int64(8)) // "other ok", "plain ok"
+		})
+	}
+}
+
+// TestProxyChunkedClosesConnection: a request with Transfer-Encoding (and
+// a Content-Length beside it, a smuggling shape) is read as chunked and
+// answered once, then the connection is closed (RFC 9112 section 6.3);
+// a request framed by Content-Length alone keeps the connection open.
+func TestProxyChunkedClosesConnection(t *testing.T) {
+	t.Parallel()
+	f := newProxyFixture(t)
+	auth := basic("inv-3", f.tok3)
+	host := strings.TrimPrefix(f.plainURL, "http://")
+	for _, tc := range []struct {
+		name, framing, body string
+		keepOpen            bool
+	}{
+		{"content-length and chunked", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "3\r\nabc\r\n0\r\n\r\n", false},
+		{"chunked", "Transfer-Encoding: chunked\r\n", "3\r\nabc\r\n0\r\n\r\n", false},
+		{"content-length", "Content-Length: 3\r\n", "abc", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			c, err := f.dialTCP()
+			is.NoErr(err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			req := "POST " + f.plainURL + "/p HTTP/1.1\r\nHost: " + host + "\r\nProxy-Authorization: " + auth + "\r\n" + tc.framing + "\r\n" + tc.body
+			_, err = io.WriteString(c, req+"GET "+f.plainURL+"/second HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: "+auth+"\r\n\r\n")
+			is.NoErr(err)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			is.NoErr(err)
+			io.Copy(io.Discard, resp.Body)
+			is.Equal(resp.StatusCode, 200)
+			is.Equal(resp.Close, !tc.keepOpen)
+			second, err := http.ReadResponse(br, nil)
+			if tc.keepOpen {
+				is.NoErr(err)
+				is.Equal(second.StatusCode, 200) // the pipelined request was served
+			} else {
+				is.True(err != nil) // closed: the bytes after the body were never read as a request
+			}
 		})
 	}
 }

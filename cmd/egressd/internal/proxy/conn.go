@@ -146,6 +146,14 @@ func isTimeout(err error) bool {
 // handle answers one request and reports whether the connection may carry
 // another.
 func (c *conn) handle(req *http.Request) bool {
+	if len(req.TransferEncoding) > 0 {
+		// net/http read the body as chunked and dropped any Content-Length
+		// beside it; RFC 9112 section 6.3 then asks the server to close
+		// the connection after responding, since the two framings may
+		// mean a smuggling attempt. Chunked requests are rare from proxy
+		// clients, so every one closes.
+		req.Close = true
+	}
 	if c.tunnel == nil && req.Method == http.MethodConnect {
 		c.connect(req)
 		return false
