@@ -231,3 +231,38 @@ func TestAdversarialRangeReadsWhole(t *testing.T) {
 		is.Equal(body, "2345")
 	})
 }
+
+// TestAdversarialOtherInvocationReadsStore: a value placed at its
+// destination and stored there must not come back raw to another
+// invocation that holds no credentials but may reach that origin: its
+// CONNECT there is intercepted (egressd's certificate, scrubbed answers),
+// not an opaque tunnel. Its tunnels to other origins stay opaque.
+func TestAdversarialOtherInvocationReadsStore(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newProxyFixture(t)
+	tok4 := strings.Repeat("d", 43)
+	_, err := f.eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "inv-4", ProxyToken: tok4,
+		Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: f.apiURL}, {Origin: f.otherURL}}}})
+	is.NoErr(err)
+	req, _ := http.NewRequest("GET", f.apiURL+"/adv/keep", nil)
+	req.Header.Set("Authorization", "Bearer "+f.ph)
+	resp, err := f.client("inv-1", f.tok1, f.bundlePool(t)).Do(req) // inv-1 stores its value there
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(f.kept.Load(), canary)
+
+	c := f.client("inv-4", tok4, f.bundlePool(t))
+	resp, err = c.Get(f.apiURL + "/adv/show")
+	is.NoErr(err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	is.Equal(resp.TLS.PeerCertificates[0].Issuer.CommonName, "hostkit egressd local CA") // intercepted
+	is.Equal(string(body), `{"kept":"`+redact.Redacted+`"}`)
+	f.checkCanary(t, string(body))
+
+	resp, err = c.Get(f.otherURL + "/x") // not a credential destination: opaque, the server's own certificate
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.TLS.PeerCertificates[0].Issuer.CommonName, "egressd test CA")
+}

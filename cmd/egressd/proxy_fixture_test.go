@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ type proxyFixture struct {
 	plainURL          string
 	ph, ph2           string // placeholders of inv-1 and inv-2
 	tok1, tok2, tok3  string
+	kept              atomic.Value // api.test's /adv/keep: the last value it was sent
 }
 
 const bigSize = 1 << 20
@@ -69,6 +71,15 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	apiSrv := f.ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.api.add(r)
 		v := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch r.URL.Path {
+		case "/adv/keep": // a store: keeps the value, to show anyone later
+			f.kept.Store(v)
+			return
+		case "/adv/show": // no credential needed to read it back
+			kept, _ := f.kept.Load().(string)
+			io.WriteString(w, `{"kept":"`+kept+`"}`)
+			return
+		}
 		if advEcho(w, r, v) {
 			return
 		}

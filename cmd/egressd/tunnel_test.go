@@ -319,8 +319,9 @@ func TestTunnelEndsWithBundle(t *testing.T) {
 	is.True(strings.Contains(string(b), `"ended_by":"bundle.drop"`))
 }
 
-// TestProxyAuthAuditBounded: failed proxy authentications, which any
-// local process can cause without a token, cannot flood the audit log
+// TestProxyAuthAuditBounded: failed proxy authentications and malformed
+// requests, which any local process can cause without a token, cannot
+// flood the audit log
 // (and rotate it away): past -proxy-auth-audit-rate they get their 407
 // without a record, the next record (or the one egressd writes when it
 // stops) counts them, and each field of such a record is at most a few
@@ -347,7 +348,10 @@ func TestProxyAuthAuditBounded(t *testing.T) {
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				t.Fatalf("audit line: %v", err)
 			}
-			if r.Op != "egress.proxy_auth" {
+			if r.Fields["invocation"] != nil || (r.Op != "egress.proxy_auth" && r.Op != "egress.request") {
+				continue // authenticated, or not a refusal of the proxy face
+			}
+			if r.Op == "egress.request" && r.Fields["via"] == nil {
 				continue
 			}
 			if len(line) > 2048 {
@@ -356,7 +360,7 @@ func TestProxyAuthAuditBounded(t *testing.T) {
 			if n, ok := r.Fields["suppressed"].(float64); ok {
 				counted += int(n)
 			}
-			if _, ok := r.Fields["why"]; ok {
+			if _, ok := r.Fields["via"]; ok {
 				records++
 			} else {
 				summaries++ // written by egressd as it stopped
@@ -387,8 +391,23 @@ func TestProxyAuthAuditBounded(t *testing.T) {
 		is.NoErr(err)
 		is.Equal(resp.StatusCode, http.StatusProxyAuthRequired) // always answered
 	}
-	for range flood {
-		bad()
+	garbage := func() { // not HTTP at all: 400 egress.invalid_request, also before any token
+		c, err := net.Dial("tcp", info.ProxyAddress)
+		is.NoErr(err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, "\x00\x01 not http\r\n\r\n")
+		is.NoErr(err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusBadRequest)
+	}
+	for i := range flood {
+		if i%2 == 0 {
+			bad()
+		} else {
+			garbage()
+		}
 	}
 	u, _ := url.Parse("http://inv-t:" + tok + "@" + info.ProxyAddress)
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
@@ -420,8 +439,9 @@ func httptestPlain(t *testing.T) string {
 
 // TestProxyPerInvocationLimits: one invocation cannot take every tunnel
 // or pile up requests (503 server.busy for it), while another invocation
-// is still served; connections past -proxy-max-conns get 503 server.busy
-// and a new one is served once an old one has gone.
+// is still served; TCP connections past -proxy-max-conns get 503
+// server.busy while the Unix socket (its own cap) still serves, and a new
+// TCP connection is served once an old one has gone.
 func TestProxyPerInvocationLimits(t *testing.T) {
 	t.Parallel()
 	root := newRoot(t)
@@ -536,6 +556,16 @@ func TestProxyPerInvocationLimits(t *testing.T) {
 		is.True(len(idle) >= 12-3) // the cap, less what the subtests above may not have closed yet
 		deadline := time.Now().Add(10 * time.Second)
 		is.Equal(code(over), "server.busy")
+		// The Unix socket has its own cap: TCP clients (which need nothing
+		// to connect) cannot starve network-isolated agents there.
+		u, err := net.Dial("unix", info.ProxySocket)
+		is.NoErr(err)
+		defer u.Close()
+		_ = u.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(u, "GET http://"+slow+"/fast HTTP/1.1\r\nHost: "+slow+"\r\nProxy-Authorization: "+basic("inv-b", strings.Repeat("b", 43))+"\r\n\r\n")
+		viaUnix, err := http.ReadResponse(bufio.NewReader(u), nil)
+		is.NoErr(err)
+		is.Equal(viaUnix.StatusCode, 200)
 		idle[0].Close()
 		for {
 			if time.Now().After(deadline) {

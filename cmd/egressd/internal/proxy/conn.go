@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -123,7 +124,7 @@ func (c *conn) serve() {
 		if err != nil {
 			if c.lr.N <= 0 {
 				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeTooLarge, "request header is larger than %d bytes", cfg.MaxHeaderBytes), true, pipeline.OpRequest, nil)
-			} else if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) {
+			} else if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeInvalidRequest, "malformed HTTP/1.1 request"), true, pipeline.OpRequest, nil)
 			}
 			return
@@ -146,12 +147,14 @@ func isTimeout(err error) bool {
 // handle answers one request and reports whether the connection may carry
 // another.
 func (c *conn) handle(req *http.Request) bool {
-	if len(req.TransferEncoding) > 0 {
+	if len(req.TransferEncoding) > 0 || !req.ProtoAtLeast(1, 1) {
 		// net/http read the body as chunked and dropped any Content-Length
 		// beside it; RFC 9112 section 6.3 then asks the server to close
 		// the connection after responding, since the two framings may
-		// mean a smuggling attempt. Chunked requests are rare from proxy
-		// clients, so every one closes.
+		// mean a smuggling attempt. For HTTP/1.0 net/http drops a
+		// Transfer-Encoding unseen and reads by Content-Length, so an
+		// HTTP/1.0 connection is never kept alive either (section 6.1).
+		// Both are rare from proxy clients.
 		req.Close = true
 	}
 	if c.tunnel == nil && req.Method == http.MethodConnect {

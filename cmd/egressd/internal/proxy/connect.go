@@ -46,8 +46,13 @@ func (c *conn) connect(req *http.Request) {
 	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
 		o.Port = 0
 	}
-	intercept := b.HasCredentials()
-	if (intercept && !b.AllowsOrigin(o)) || (!intercept && !b.Allows(o, http.MethodConnect)) {
+	// An invocation with credentials gets no opaque tunnel at all; nor does
+	// any invocation to the destination of a credential egressd holds for
+	// another, where a stored value could be read back: both are
+	// intercepted, so every answer is scrubbed.
+	own := b.HasCredentials()
+	intercept := own || c.s.cfg.Registry.IsDestination(o)
+	if (own && !b.AllowsOrigin(o)) || (!own && !b.Allows(o, http.MethodConnect)) {
 		c.rejectConnect(b, t.authority(), wire.Errorf(egressdapi.CodePolicyDenied, "CONNECT %s is not allowed for this invocation", t.authority()))
 		return
 	}

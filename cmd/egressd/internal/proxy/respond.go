@@ -88,9 +88,23 @@ func (c *conn) refuse(err error, closeAfter bool) {
 // reject audits a refusal the pipeline did not see (authentication,
 // CONNECT, a misdirected or malformed request), counts it against b when
 // known, logs the decision line, and writes it.
+//
+// A refusal without a bundle (nothing authenticated yet: any local process
+// can cause one) is recorded at most Config.AuthAuditRate times a second;
+// past that it is answered as always and counted into the next such record.
 func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, fields map[string]any) {
+	if b == nil && !c.s.authAudit.Allow() {
+		c.s.authSuppressed.Add(1)
+		c.refuse(err, closeAfter)
+		return
+	}
 	if fields == nil {
 		fields = map[string]any{}
+	}
+	if b == nil {
+		if n := c.s.authSuppressed.Swap(0); n > 0 {
+			fields[keySuppressed] = n
+		}
 	}
 	for k, v := range fields {
 		if s, ok := v.(string); ok && len(s) > maxAuditField {
@@ -166,8 +180,9 @@ func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
 	return b, nil
 }
 
-// keySuppressed counts, in an egress.proxy_auth record, the failed
-// authentications before it that were not audited (Config.AuthAuditRate).
+// keySuppressed counts, in a refusal record without an invocation, the
+// refusals without one before it that were not audited
+// (Config.AuthAuditRate).
 const keySuppressed = "suppressed"
 
 // maxAuditField bounds, in bytes, each string field of a refusal the proxy
@@ -195,14 +210,6 @@ func (e *authError) Unwrap() error { return e.err }
 func (c *conn) rejectErr(b *bundle.Bundle, req *http.Request, err error, closeAfter bool) {
 	var ae *authError
 	if errors.As(err, &ae) {
-		if !c.s.authAudit.Allow() {
-			c.s.authSuppressed.Add(1)
-			c.refuse(ae.err, closeAfter) // the 407 as always, without a record
-			return
-		}
-		if n := c.s.authSuppressed.Swap(0); n > 0 {
-			ae.fields[keySuppressed] = n
-		}
 		c.reject(nil, ae.err, closeAfter, OpAuth, ae.fields)
 		return
 	}

@@ -56,21 +56,23 @@ type Config struct {
 	// MaxTunnelsPerInvocation bounds the tunnels one invocation holds at
 	// once (default MaxTunnels/4), MaxRequestsPerInvocation its requests
 	// in the pipeline at once (default 64: each may buffer MaxBody and the
-	// response), and MaxConns the client connections of the whole proxy
-	// face (default 4096; beyond, a new connection gets 503 server.busy
-	// and is closed). Past a per-invocation bound the answer is 503
+	// response), and MaxConns the client connections of each listener
+	// (default 4096; beyond, a new connection gets 503 server.busy and is
+	// closed). Past a per-invocation bound the answer is 503
 	// server.busy for that invocation only.
 	MaxTunnelsPerInvocation  int
 	MaxRequestsPerInvocation int
 	MaxConns                 int
 
-	// AuthAuditRate and AuthAuditBurst bound the egress.proxy_auth audit
-	// records of failed proxy authentications (token bucket: records per
-	// second, bucket size; defaults 20 and 100). Any local process can
-	// reach the TCP listener without a token, and a flood of records would
-	// otherwise rotate the audit trail away. Past the bound a failure still
-	// gets its 407 and is counted; the next record written carries the
-	// count as "suppressed" (and Close writes one for a count left over).
+	// AuthAuditRate and AuthAuditBurst bound the audit records of refusals
+	// before any invocation is known (failed proxy authentications,
+	// malformed or oversized requests outside a tunnel; token bucket:
+	// records per second, bucket size; defaults 20 and 100). Any local
+	// process can reach the TCP listener without a token, and a flood of
+	// records would otherwise rotate the audit trail away. Past the bound
+	// a refusal is still answered and is counted; the next such record
+	// carries the count as "suppressed" (and Close writes one for a count
+	// left over).
 	AuthAuditRate  float64
 	AuthAuditBurst int
 }
@@ -85,7 +87,6 @@ type Server struct {
 
 	invTunnels     *slots        // tunnels per invocation
 	invRequests    *slots        // requests in the pipeline per invocation
-	clients        int           // client connections open (under mu)
 	authAudit      *rate.Limiter // failed authentications' audit records
 	authSuppressed atomic.Uint64 // failures not audited since the last record
 
@@ -147,6 +148,9 @@ func (s *Server) Serve(l net.Listener, via string) error {
 		return nil
 	}
 	defer s.untrack(l, nil)
+	// Each listener has its own MaxConns, so that TCP clients, which need
+	// nothing to connect, cannot starve the Unix socket's.
+	var clients atomic.Int64
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -172,11 +176,12 @@ func (s *Server) Serve(l net.Listener, via string) error {
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(nil, c)
-			if !s.admit() {
+			if clients.Add(1) > int64(s.cfg.MaxConns) {
+				clients.Add(-1)
 				busy(c)
 				return
 			}
-			defer s.leave()
+			defer clients.Add(-1)
 			newConn(s, c, via, actor).serve()
 		}()
 	}
@@ -203,24 +208,6 @@ func (s *Server) Close() error {
 		}
 	}
 	return nil
-}
-
-// admit counts a new client connection and reports whether it is within
-// MaxConns; leave uncounts an admitted one.
-func (s *Server) admit() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.clients >= s.cfg.MaxConns {
-		return false
-	}
-	s.clients++
-	return true
-}
-
-func (s *Server) leave() {
-	s.mu.Lock()
-	s.clients--
-	s.mu.Unlock()
 }
 
 // busy answers a connection over MaxConns with 503 server.busy and closes
