@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"strconv"
@@ -38,6 +39,19 @@ func advEcho(w http.ResponseWriter, r *http.Request, v string) bool {
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-11/%d", len(doc)))
 		w.WriteHeader(http.StatusPartialContent)
 		io.WriteString(w, doc[:12])
+	case "/adv/uall": // every character as an upper-case \u escape, as some JSON encoders write
+		var b strings.Builder
+		for _, r := range v {
+			fmt.Fprintf(&b, `\u%04X`, r)
+		}
+		io.WriteString(w, `{"echo":"`+b.String()+`"}`)
+	case "/adv/entity": // as decimal character references, in a header
+		var b strings.Builder
+		for _, r := range v {
+			fmt.Fprintf(&b, "&#%d;", r)
+		}
+		w.Header().Set("X-Echo", b.String())
+		io.WriteString(w, "ok")
 	case "/adv/hname": // the value as a response header name
 		w.Header().Set("X-Echo-"+v, "1")
 		io.WriteString(w, "ok")
@@ -265,4 +279,38 @@ func TestAdversarialOtherInvocationReadsStore(t *testing.T) {
 	is.NoErr(err)
 	resp.Body.Close()
 	is.Equal(resp.TLS.PeerCertificates[0].Issuer.CommonName, "egressd test CA")
+}
+
+// TestAdversarialEscapedEcho: an echo written with escapes the scrubber
+// cannot replace in place (every character \u-escaped, character
+// references in a header) is refused whole; a plain echo is still
+// scrubbed and passed on.
+func TestAdversarialEscapedEcho(t *testing.T) {
+	t.Parallel()
+	f := newProxyFixture(t)
+	c := f.client("inv-1", f.tok1, f.bundlePool(t))
+	for path, refused := range map[string]bool{"/adv/uall": true, "/adv/entity": true, "/plain": false} {
+		t.Run(path, func(t *testing.T) {
+			is := is.New(t)
+			req, _ := http.NewRequest("GET", f.apiURL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+f.ph)
+			resp, err := c.Do(req)
+			is.NoErr(err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var all strings.Builder
+			all.Write(body)
+			for k, vs := range resp.Header {
+				all.WriteString(k + ": " + strings.Join(vs, ",") + "\n")
+			}
+			f.checkCanary(t, html.UnescapeString(all.String()))
+			if refused {
+				is.Equal(resp.Header.Get("X-Hostkit-Error"), egressdapi.CodeUpstreamError)
+				is.True(!strings.Contains(all.String(), `\u00`) && !strings.Contains(all.String(), "&#"))
+			} else {
+				is.Equal(resp.StatusCode, 200)
+				is.True(strings.Contains(string(body), redact.Redacted))
+			}
+		})
+	}
 }

@@ -151,8 +151,10 @@ func errPartial() error {
 // Sanitize is step 8: it decodes a gzip body (bounded; any other content
 // coding is egress.response_undecodable), strips hop-by-hop headers, the
 // headers named in Connection, the configured sensitive headers and
-// egressd's reserved X-Hostkit-* headers, and scrubs every held value (raw,
-// percent-encoded, base64, hex) from header values and the body.
+// egressd's reserved X-Hostkit-* headers, and scrubs every held value (the
+// forms redact.Scrubber lists) from header values and the body. An answer
+// that still holds one once text escapes are undone
+// (redact.Scrubber.ContainsDecoded) is egress.upstream_error.
 func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	body, err := p.decode(resp.Header.Values("Content-Encoding"), body)
 	if err != nil {
@@ -184,7 +186,19 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 	}
 	// By name; a stable sort keeps the values of one name in their order.
 	slices.SortStableFunc(out.Header, func(a, b request.Field) int { return strings.Compare(a.Name, b.Name) })
+	// An echo in an escaped form the scrubber does not replace (\u
+	// escapes of every kind, character references, partial percent-
+	// encoding) cannot be cut out in place: the answer is refused whole.
+	if sc.ContainsDecoded(out.Body) || slices.ContainsFunc(out.Header, func(f request.Field) bool { return sc.ContainsDecoded([]byte(f.Value)) }) {
+		return nil, errEscapedEcho()
+	}
 	return out, nil
+}
+
+// errEscapedEcho refuses an answer that holds a held value in an escaped
+// form Scrub cannot replace.
+func errEscapedEcho() error {
+	return wire.Errorf(egressdapi.CodeUpstreamError, "the answer holds a credential value in an escaped form that cannot be removed in place; it is not passed on")
 }
 
 // heldInName reports whether a response header name carries a held value:
