@@ -30,6 +30,22 @@ func BenchmarkScrubNoMatch(b *testing.B) {
 	}
 }
 
+// BenchmarkContainsDecoded: a pretty-printed JSON answer (newlines, \u
+// and %XX escapes, '+' and '=' in it) without a held value: the cost of
+// the decoded-view check on every answer body that has such bytes.
+func BenchmarkContainsDecoded(b *testing.B) {
+	s := benchScrubber()
+	line := `  {"name": "caf\u00e9 & bar", "url": "https://x.test/a%20b?c=d+e", "n": 12345},` + "\n"
+	text := []byte("[\n" + strings.Repeat(line, 64<<10/len(line)) + "]\n")
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.ContainsDecoded(text) {
+			b.Fatal("found a value that is not there")
+		}
+	}
+}
+
 func BenchmarkHandler(b *testing.B) {
 	s := benchScrubber()
 	l := slog.New(NewHandler(slog.NewJSONHandler(io.Discard, nil), s)).With("daemon", "egressd")

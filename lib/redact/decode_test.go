@@ -1,8 +1,10 @@
 package redact
 
 import (
+	"encoding/base64"
 	"fmt"
 	"html"
+	"mime/quotedprintable"
 	"net/url"
 	"strings"
 	"testing"
@@ -44,9 +46,16 @@ func TestContainsDecoded(t *testing.T) {
 		{"html.EscapeString", "<p>" + html.EscapeString(v) + "</p>", true},
 		{"numeric references", strings.NewReplacer("+", "&#43;", "&", "&#x26;", `"`, "&#34;").Replace(v), true},
 		{"partial percent (url.PathEscape then one more)", strings.ReplaceAll(url.PathEscape(v), "/", "%2F"), true},
+		{"form encoding (Java URLEncoder)", formEncode(v), true},
+		{"quoted-printable, soft break inside", "text " + qpBreak(v, 5), true},
+		{"base64 wrapped inside the value", wrap(base64.StdEncoding.EncodeToString([]byte("prefix: "+v)), 12), true},
+		{"\\x escapes", strings.NewReplacer("/", `\x2f`, "+", `\x2b`, "&", `\x26`).Replace(v), true},
+		{"HTML5 names", strings.NewReplacer("/", "&sol;", "+", "&plus;", `\`, "&bsol;", "&", "&amp;", `"`, "&quot;").Replace(v), true},
+		{"raw value broken over lines", v[:7] + "\r\n" + v[7:], true},
 		{"escapes, no value", `{"k":"\u0041\u0042 &amp; 100%25 \"q\""}`, false},
 		{"no escapes at all", "plain text with sk/CAN4RY", false},
-		{"broken escapes", `\u12 &#xZZ; %G1 \q &unknown;`, false},
+		{"broken escapes", `\u12 &#xZZ; %G1 \q &unknown; =ZZ \x1`, false},
+		{"form text without the value", "a+b=c%2Bd&e=%7E", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,11 +72,12 @@ func TestUnescape(t *testing.T) {
 	is := is.New(t)
 	for in, want := range map[string]string{
 		`a\u0041\u00e9\uD834\uDD1E\n\/`: "aAé\U0001D11E\n/",
-		`&amp;&#65;&#x42;&lt;x`:         "&AB<x",
+		`&amp;&#65;`:                    `&amp;&#65;`, // left to html.UnescapeString
+		`\x2f\x2B\xZ1`:                  `/+\xZ1`,
+		"a=3Db=\r\nc=\nd=":              "a=bcd=",
 		`%41%4a%4A%`:                    "AJJ%",
 		`\uD834x`:                       "\uFFFDx",
 		`\\u0041`:                       `\u0041`, // one level: the escaped backslash
-		`&#1114112;&#;&#x;`:             `&#1114112;&#;&#x;`,
 	} {
 		is.Equal(string(unescape([]byte(in))), want) // in
 	}
@@ -90,4 +100,43 @@ func FuzzUnescape(f *testing.F) {
 			t.Fatalf("ContainsDecoded missed %q (one round gives %q)", b, d)
 		}
 	})
+}
+
+// formEncode is application/x-www-form-urlencoded as Java's URLEncoder and
+// the WHATWG URL standard write it: space as '+', '~' and '*' escaped.
+func formEncode(v string) string {
+	var b strings.Builder
+	for _, c := range []byte(v) {
+		switch {
+		case c == ' ':
+			b.WriteByte('+')
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// qpBreak is v as quoted-printable (mime/quotedprintable) with a soft line
+// break after its first n bytes.
+func qpBreak(v string, n int) string {
+	enc := func(s string) string {
+		var b strings.Builder
+		w := quotedprintable.NewWriter(&b)
+		w.Write([]byte(s))
+		w.Close()
+		return b.String()
+	}
+	return enc(v[:n]) + "=\r\n" + enc(v[n:])
+}
+
+// wrap breaks s with CRLF every n characters, as MIME and PEM do.
+func wrap(s string, n int) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i += n {
+		b.WriteString(s[i:min(len(s), i+n)] + "\r\n")
+	}
+	return b.String()
 }
