@@ -254,20 +254,7 @@ func TestTunnelEndsWithBundle(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	root := newRoot(t)
-	// The upstream echoes lines until its client goes.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	is.NoErr(err)
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	authority := "echo.test:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	authority := "echo.test:" + echoServer(t) // the upstream echoes until its client goes
 	startSecretd(t, root)
 	eg := startEgressd(t, root, "-resolve", authority+":127.0.0.1")
 	info, err := eg.api.Info(ctx)
@@ -427,14 +414,28 @@ func TestProxyAuthAuditBounded(t *testing.T) {
 // address.
 func httptestPlain(t *testing.T) string {
 	t.Helper()
+	return httptestHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+}
+
+// echoServer accepts TCP connections on 127.0.0.1 and echoes each back
+// until its client closes; it returns the port.
+func echoServer(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // TestProxyPerInvocationLimits: one invocation cannot take every tunnel
@@ -454,21 +455,7 @@ func TestProxyPerInvocationLimits(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { echo.Close() })
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	authority := "echo.test:" + strconv.Itoa(echo.Addr().(*net.TCPAddr).Port)
+	authority := "echo.test:" + echoServer(t)
 	startSecretd(t, root)
 	eg := startEgressd(t, root, "-resolve", authority+":127.0.0.1", "-proxy-max-tunnels", "8",
 		"-proxy-max-tunnels-per-invocation", "2", "-proxy-max-requests-per-invocation", "1", "-proxy-max-conns", "12")
