@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/matryer/is"
 
@@ -198,18 +196,14 @@ func TestProxyChunkedClosesConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
-			c, err := f.dialTCP()
-			is.NoErr(err)
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			c, br := dialProxy(t, f.info.ProxyAddress)
 			proto := "HTTP/1.1"
 			if strings.HasPrefix(tc.name, "HTTP/1.0") {
 				proto = "HTTP/1.0" // net/http ignores Transfer-Encoding there and reads by Content-Length
 			}
 			req := "POST " + f.plainURL + "/p " + proto + "\r\nHost: " + host + "\r\nProxy-Authorization: " + auth + "\r\n" + tc.framing + "\r\n" + tc.body
-			_, err = io.WriteString(c, req+"GET "+f.plainURL+"/second HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: "+auth+"\r\n\r\n")
+			_, err := io.WriteString(c, req+"GET "+f.plainURL+"/second HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: "+auth+"\r\n\r\n")
 			is.NoErr(err)
-			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
 			is.NoErr(err)
 			io.Copy(io.Discard, resp.Body)

@@ -48,20 +48,40 @@ func (f *proxyFixture) rawProxy(t *testing.T, dial func() (net.Conn, error), raw
 	return resp
 }
 
+// dialProxy opens a TCP connection to the proxy face at addr, with a 20 s
+// deadline, closed when t ends.
+func dialProxy(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// proxyConnect sends CONNECT authority as inv:tok on a new connection to
+// addr and returns the connection with egressd's answer.
+func proxyConnect(t *testing.T, addr, authority, inv, tok string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, br := dialProxy(t, addr)
+	if _, err := io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nHost: "+authority+"\r\nProxy-Authorization: "+basic(inv, tok)+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, br, resp
+}
+
 // connectTLS opens CONNECT authority as inv and a TLS client inside it
 // that trusts egressd's bundle.
 func (f *proxyFixture) connectTLS(t *testing.T, inv, tok, authority string) (*tls.Conn, *bufio.Reader) {
 	t.Helper()
 	is := is.New(t)
-	c, err := f.dialTCP()
-	is.NoErr(err)
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nHost: "+authority+"\r\nProxy-Authorization: "+basic(inv, tok)+"\r\n\r\n")
-	is.NoErr(err)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-	is.NoErr(err)
+	c, _, resp := proxyConnect(t, f.info.ProxyAddress, authority, inv, tok)
 	is.Equal(resp.StatusCode, 200)
 	host, _, _ := net.SplitHostPort(authority)
 	tc := tls.Client(c, &tls.Config{ServerName: host, RootCAs: f.bundlePool(t)})
@@ -206,17 +226,8 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func(t *testing.T) (net.Conn, *bufio.Reader) {
-		is := is.New(t)
-		c, err := net.Dial("tcp", info.ProxyAddress)
-		is.NoErr(err)
-		t.Cleanup(func() { c.Close() })
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic("inv-q", tok)+"\r\n\r\n")
-		is.NoErr(err)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-		is.NoErr(err)
-		is.Equal(resp.StatusCode, 200)
+		c, br, resp := proxyConnect(t, info.ProxyAddress, authority, "inv-q", tok)
+		is.New(t).Equal(resp.StatusCode, 200)
 		return c, br
 	}
 	t.Run("quiet both ways: closed", func(t *testing.T) {
@@ -264,15 +275,7 @@ func TestTunnelEndsWithBundle(t *testing.T) {
 		tok := strings.Repeat(inv[len(inv)-1:], 43)
 		_, err := eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: inv, ProxyToken: tok, Policy: allow})
 		is.NoErr(err)
-		c, err := net.Dial("tcp", info.ProxyAddress)
-		is.NoErr(err)
-		t.Cleanup(func() { c.Close() })
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		_, err = io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic(inv, tok)+"\r\n\r\n")
-		is.NoErr(err)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-		is.NoErr(err)
+		c, br, resp := proxyConnect(t, info.ProxyAddress, authority, inv, tok)
 		is.Equal(resp.StatusCode, 200)
 		return c, br
 	}
@@ -368,24 +371,20 @@ func TestProxyAuthAuditBounded(t *testing.T) {
 	is.NoErr(err)
 	longMethod := strings.Repeat("M", 20000)
 	bad := func() {
-		c, err := net.Dial("tcp", info.ProxyAddress)
-		is.NoErr(err)
+		c, br := dialProxy(t, info.ProxyAddress)
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		_, err = io.WriteString(c, longMethod+" http://"+up+"/ HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
 		is.NoErr(err)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := http.ReadResponse(br, nil)
 		is.NoErr(err)
 		is.Equal(resp.StatusCode, http.StatusProxyAuthRequired) // always answered
 	}
 	garbage := func() { // not HTTP at all: 400 egress.invalid_request, also before any token
-		c, err := net.Dial("tcp", info.ProxyAddress)
-		is.NoErr(err)
+		c, br := dialProxy(t, info.ProxyAddress)
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		_, err = io.WriteString(c, "\x00\x01 not http\r\n\r\n")
 		is.NoErr(err)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := http.ReadResponse(br, nil)
 		is.NoErr(err)
 		is.Equal(resp.StatusCode, http.StatusBadRequest)
 	}
@@ -470,22 +469,9 @@ func TestProxyPerInvocationLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", info.ProxyAddress)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) { return dialProxy(t, info.ProxyAddress) }
 	connect := func(t *testing.T, inv string) *http.Response {
-		c, br := dial(t)
-		io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\nProxy-Authorization: "+basic(inv, strings.Repeat(inv[4:], 43))+"\r\n\r\n")
-		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, resp := proxyConnect(t, info.ProxyAddress, authority, inv, strings.Repeat(inv[4:], 43))
 		return resp
 	}
 	get := func(t *testing.T, inv, path string) *http.Response {

@@ -107,8 +107,8 @@ func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, f
 		}
 	}
 	for k, v := range fields {
-		if s, ok := v.(string); ok && len(s) > maxAuditField {
-			fields[k] = clip(s)
+		if s, ok := v.(string); ok {
+			fields[k] = audit.Clip(s, maxAuditField)
 		}
 	}
 	fields["via"] = c.via
@@ -190,12 +190,6 @@ const keySuppressed = "suppressed"
 // invocation): what the client sent may be as long as the header limit,
 // and such records can be written without a token.
 const maxAuditField = 256
-
-// clip cuts s to maxAuditField bytes (valid UTF-8) and says how much was
-// left out.
-func clip(s string) string {
-	return strings.ToValidUTF8(s[:maxAuditField], "") + "...(+" + strconv.Itoa(len(s)-maxAuditField) + " bytes)"
-}
 
 // authError is a failed authentication with its audit fields.
 type authError struct {

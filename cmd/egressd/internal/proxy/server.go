@@ -16,11 +16,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"golang.org/x/time/rate"
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
+	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/cmd/egressd/internal/transport"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/sock"
@@ -215,7 +217,9 @@ func (s *Server) Close() error {
 // one per connection).
 func busy(c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n"+HeaderError+": "+wire.CodeServerBusy+"\r\n\r\n")
+	bw := bufio.NewWriterSize(c, 256)
+	writeResponse(bw, "", http.StatusServiceUnavailable, []request.Field{{Name: HeaderError, Value: wire.CodeServerBusy}}, nil, true)
+	_ = bw.Flush()
 	c.Close()
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"hostkit.dev/cmd/secretd/internal/secmem"
 	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/rpc"
 )
 
@@ -60,9 +61,4 @@ func targetNames(ts []secretdapi.TargetSpec) []string {
 }
 
 // clip bounds a caller-supplied string in an audit field.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+func clip(s string) string { return audit.Clip(s, 64) }
