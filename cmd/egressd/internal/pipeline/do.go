@@ -77,7 +77,7 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	b.AddEgress(d.bytesOut)
 	whole := p.cfg.Registry.IsDestination(rec.Origin())
 	if whole {
-		WholeOnly(sent)
+		wholeOnly(sent)
 	}
 	resp, body, err := p.Send(ctx, sent, route)
 	var out *Output

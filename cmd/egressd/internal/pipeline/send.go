@@ -130,20 +130,20 @@ var hopByHopSet = func() map[string]bool {
 	return m
 }()
 
-// WholeOnly removes Range and If-Range (RFC 9110 sections 14.2 and 13.1.5)
+// wholeOnly removes Range and If-Range (RFC 9110 sections 14.2 and 13.1.5)
 // from rec, the record as sent to the destination of a held credential:
 // the answer is then the whole representation, which Sanitize scrubs as
 // one text. A held value that was placed there and stored (an object
 // store, a paste service) could otherwise be read back in byte ranges
 // that each hold only a part of it, which no scrubber recognises. The
 // cost: no partial or resumed downloads from credential destinations.
-func WholeOnly(rec *request.Record) {
+func wholeOnly(rec *request.Record) {
 	delete(rec.Header, "Range")
 	delete(rec.Header, "If-Range")
 }
 
 // errPartial refuses a 206 answer from a credential destination (which
-// should not send one once WholeOnly ran: a misbehaving upstream).
+// should not send one once wholeOnly ran: a misbehaving upstream).
 func errPartial() error {
 	return wire.Errorf(egressdapi.CodeUpstreamError, "a partial answer (206) from a credential destination is not passed on: a held value could arrive in pieces")
 }
