@@ -432,3 +432,38 @@ func TestNewEgressdEpochMarksCredentialsLost(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(st.State, api.StateStopped)
 }
+
+// TestEndedInstanceLosesBundle: an agent that exits on its own loses its
+// bundle at egressd within a few sweeps, with nobody asking for its status
+// (its proxy token and placeholders then reach nothing); a running
+// instance keeps its own over the same sweeps.
+func TestEndedInstanceLosesBundle(t *testing.T) {
+	is := is.New(t)
+	s := newEgressStack(t)
+	ctx := context.Background()
+	ends := s.provision(api.ProvisionRequest{Command: []string{"sleep", "0.3"}})
+	runs := s.provision(api.ProvisionRequest{Command: []string{"sleep", "1000"}})
+	for _, id := range []string{ends.InstanceID, runs.InstanceID} {
+		_, err := s.egc.Stats(ctx, id)
+		is.NoErr(err) // both registered
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.egc.Stats(ctx, ends.InstanceID)
+		if wire.HasCode(err, egressdapi.CodeBundleUnknown) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended instance's bundle is still registered: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // another sweep or two
+	_, err := s.egc.Stats(ctx, runs.InstanceID)
+	is.NoErr(err) // the running one keeps its bundle
+	in, err := s.c.Status(ctx, ends.InstanceID)
+	is.NoErr(err)
+	is.Equal(in.State, api.StateExited)
+	_, err = s.c.Stop(ctx, runs.InstanceID)
+	is.NoErr(err)
+}

@@ -113,16 +113,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	health := func(context.Context) map[string]any { return withEgress(mgr.Health(), eg) }
 	svc.AuditLog, svc.Roles = alog, r
 	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...)
-	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), poolActor(ctx, mgr)}
+	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep)}
 	return svc.Run(ctx)
 }
 
-// poolActor is the run-group actor that keeps the holder pool filled and
-// ends its idle holders on shutdown.
-func poolActor(ctx context.Context, mgr *manager.Manager) daemon.Actor {
-	pctx, cancel := context.WithCancel(ctx)
+// loopActor is the run-group actor of a loop that runs until its context
+// ends: the holder pool (which ends its idle holders on shutdown) and the
+// egress sweep.
+func loopActor(ctx context.Context, loop func(context.Context)) daemon.Actor {
+	lctx, cancel := context.WithCancel(ctx)
 	return daemon.Actor{
-		Execute:   func() error { mgr.RunPool(pctx); return nil },
+		Execute:   func() error { loop(lctx); return nil },
 		Interrupt: func(error) { cancel() },
 	}
 }

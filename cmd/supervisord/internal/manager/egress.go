@@ -3,7 +3,9 @@ package manager
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
+	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
@@ -112,4 +114,58 @@ func (m *Manager) checkEgress(ctx context.Context, req *api.ProvisionRequest) er
 		return wire.Errorf(api.CodeCredentialsUnavailable, "egress: daemon.unavailable: supervisord has no egress configured")
 	}
 	return m.cfg.Egress.Check(ctx)
+}
+
+// sweepEvery is how often RunEgressSweep looks for host instances that
+// ended on their own.
+const sweepEvery = time.Second
+
+// RunEgressSweep drops, until ctx ends, the bundle of every host instance
+// whose tree ended on its own (the holder wrote exit.json, or it is gone):
+// without it the bundle, and its credentials' substitution at egressd,
+// would live on until someone asked for the instance's status, stopped
+// or destroyed it. It looks every second; a live instance costs one file
+// check. Container instances keep theirs until their end is observed
+// (status, stop): seeing it costs a helper call.
+func (m *Manager) RunEgressSweep(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.sweepEgress(ctx)
+		}
+	}
+}
+
+// sweepEgress is one pass of RunEgressSweep.
+func (m *Manager) sweepEgress(ctx context.Context) {
+	ids, _ := m.st.IDs()
+	for _, id := range ids {
+		md, err := m.st.Load(id)
+		if err != nil || md.Egress == nil || !md.Egress.Registered || md.State == api.StateCreated {
+			continue
+		}
+		if !terminal(md.State) && (isContainer(md) || (!exists(m.st.Path(id, store.FileExit)) && m.holderAlive(id))) {
+			continue // running, as far as a file check tells
+		}
+		func() {
+			unlock := m.lock(id)
+			defer unlock()
+			if md, err = m.st.Load(id); err != nil || md.Egress == nil || !md.Egress.Registered {
+				return
+			}
+			m.reconcile(ctx, md)
+			if terminal(md.State) {
+				m.releaseEgressSaved(ctx, md) // logs instance.egress_released
+			}
+		}()
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
