@@ -162,19 +162,7 @@ func runProvider(ctx context.Context, cfg Config, s *Suite, p *Provider, dir str
 					return res
 				}
 				tdir := filepath.Join(dir, fmt.Sprintf("%02d", i))
-				res := once(tdir)
-				if res.ZeroCheck && ctx.Err() == nil {
-					// No check ran: the program produced no evidence
-					// either way (seen once under heavy load). One more
-					// run decides; a second zero-check run still fails.
-					first := res
-					res = once(tdir + "r")
-					res.RetriedAfter = first.Reason
-					if first.StderrTail != "" {
-						res.RetriedAfter += "; stderr: " + first.StderrTail
-					}
-					res.Cleanup = append(first.Cleanup, res.Cleanup...)
-				}
+				res := attempt(ctx, tdir, once)
 				results[i] = res
 				if cfg.Verbose && ctx.Err() == nil {
 					status := "pass"

@@ -90,8 +90,8 @@ func printSummary(out io.Writer, reps []report, skipped []string) {
 	fmt.Fprintln(out, "(failed: not on the expected-failure list; zero-check: failures that ran no check; stale: listed but passed)")
 	for _, rep := range reps {
 		for _, t := range rep.r.Tests {
-			if t.RetriedAfter != "" && !t.ZeroCheck { // a flake: the second run did run checks
-				fmt.Fprintf(out, "  retried   %s %-32s its first run ran no check: %s\n", rep.r.Provider, t.Name,
+			if t.RetriedAfter != "" && t.Passed { // a flake: a later run decided it
+				fmt.Fprintf(out, "  retried   %s %-32s passed after: %s\n", rep.r.Provider, t.Name,
 					strings.ReplaceAll(t.RetriedAfter, "\n", " | "))
 			}
 		}

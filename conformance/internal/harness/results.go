@@ -41,9 +41,9 @@ type TestResult struct {
 	PassedChecks []string `json:"passed_checks"`
 	FailedChecks []string `json:"failed_checks,omitempty"`
 	StderrTail   string   `json:"stderr_tail,omitempty"`
-	// RetriedAfter is set when the first run of the test ran zero checks
-	// and this result is of the second, only, run: the first run's reason
-	// and stderr tail, kept so that the flake can be diagnosed.
+	// RetriedAfter is set when this result is not of the test's first run
+	// (attempt says when a test runs again): each earlier run's reason and
+	// stderr tail, in order, kept so that a flake can be diagnosed.
 	RetriedAfter string `json:"retried_after,omitempty"`
 	// Leftovers counts containers the test left in its runtime root, which
 	// the harness deleted (a failed test often leaves one).

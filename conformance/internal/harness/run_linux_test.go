@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -79,46 +80,75 @@ func alive(pid int) bool {
 // A test whose run produced no check at all is run once more and judged by
 // that second run alone (the first run's reason is kept); a test that runs
 // no check twice still fails, and a test with checks runs once.
-func TestZeroCheckRunOnceMore(t *testing.T) {
+func TestAttemptsUntilDecided(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	dir := t.TempDir()
-	// Each program counts its runs in <name>.runs beside it.
-	tap := "1..1\nok 1 - the check\n"
-	scripts := map[string]string{
-		"flaky":  `[ -e "$0.runs" ] || { echo x >> "$0.runs"; echo 'runtime: transient' >&2; exit 1; }; echo x >> "$0.runs"; printf '` + tap + `'`,
-		"silent": `echo x >> "$0.runs"; echo 'nothing to say' >&2; exit 1`,
-		"steady": `echo x >> "$0.runs"; printf '` + tap + `'`,
+	// Each program counts its runs in <name>.runs beside it and acts on
+	// the count ($n, from 1): "blind" prints nothing and exits 1 (the
+	// runtime failed before any check), "bad" prints a failing check,
+	// "good" a passing one, "none" a plan of 1..0 and exits 0.
+	prelude := `echo x >> "$0.runs"; n=$(wc -l < "$0.runs"); `
+	acts := map[string]string{
+		"blind": `echo 'runc create failed: cannot allocate memory' >&2; exit 1`,
+		"bad":   `printf '1..1\nnot ok 1 - the check\n'`,
+		"good":  `printf '1..1\nok 1 - the check\n'`,
+		"none":  `printf '1..0\n'`,
+	}
+	seq := func(steps ...string) string { // step i for run i+1; the last repeats
+		body := ""
+		for i, st := range steps[:len(steps)-1] {
+			body += fmt.Sprintf(`[ "$n" = %d ] && { %s; exit $?; }; `, i+1, acts[st])
+		}
+		return body + acts[steps[len(steps)-1]]
+	}
+	tests := []struct {
+		name, program string
+		runs          int
+		passed, zero  bool
+		earlier       string // in RetriedAfter
+	}{
+		{"steady", seq("good"), 1, true, false, ""},
+		{"blind-once", seq("blind", "good"), 2, true, false, "cannot allocate memory"},
+		{"blind-thrice", seq("blind", "blind", "blind", "good"), 4, true, false, "run 3: no TAP output"},
+		{"blind-always", seq("blind"), maxBlindRuns, false, true, "run 3: no TAP output"},
+		{"flip", seq("bad", "good"), 2, true, false, "run 1: 1 of 1 checks not ok"},
+		{"bad-always", seq("bad"), 2, false, false, "run 1: 1 of 1 checks not ok"},
+		{"none-always", seq("none"), 2, false, true, "zero checks ran"},
+		{"blind-then-bad", seq("blind", "bad"), 3, false, false, "run 2: 1 of 1"},
+		// The evidence of the one run that had any decides, not the blind runs after it.
+		{"bad-then-blind", seq("bad", "blind"), 1 + maxBlindRuns, false, false, "run 4: no TAP output"},
 	}
 	s := &Suite{Name: "test", Bin: dir, Programs: map[string]string{}, FixedCgroup: map[string]bool{}}
-	for name, body := range scripts {
-		p := filepath.Join(dir, name)
-		is.NoErr(os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-		s.Programs[name] = p
+	for _, tt := range tests {
+		p := filepath.Join(dir, tt.name)
+		is.NoErr(os.WriteFile(p, []byte("#!/bin/sh\n"+prelude+tt.program+"\n"), 0o755))
+		s.Programs[tt.name] = p
+		s.Tests = append(s.Tests, tt.name)
 	}
-	s.Tests = []string{"flaky", "silent", "steady"}
 	p := &Provider{Name: "runc", Path: "/bin/true", Sh: "/bin/sh", Codec: "runc-1.1", HostKind: "cgroup-hybrid"}
 	r, err := runProvider(context.Background(), Config{Timeout: 20 * time.Second, Parallel: 2}, s, p, filepath.Join(dir, "run"), io.Discard)
 	is.NoErr(err)
 	byName := map[string]TestResult{}
 	for _, tr := range r.Tests {
 		byName[tr.Name] = tr
-		is.Equal(len(tr.Cleanup), 0) // nothing left behind by either run
 	}
-	runs := func(name string) int {
-		b, err := os.ReadFile(filepath.Join(dir, name+".runs"))
-		is.NoErr(err)
-		return strings.Count(string(b), "x")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			b, err := os.ReadFile(filepath.Join(dir, tt.name+".runs"))
+			is.NoErr(err)
+			res := byName[tt.name]
+			is.Equal(strings.Count(string(b), "x"), tt.runs) // runs
+			is.Equal(res.Passed, tt.passed)
+			is.Equal(res.ZeroCheck, tt.zero)
+			is.Equal(len(res.Cleanup), 0)      // nothing left behind by any run
+			is.Equal(res.Checks > 0, !tt.zero) // a decided failure with evidence keeps it
+			if tt.earlier == "" {
+				is.Equal(res.RetriedAfter, "")
+			} else {
+				is.True(strings.Contains(res.RetriedAfter, tt.earlier)) // earlier runs' reasons kept
+			}
+		})
 	}
-	is.True(byName["flaky"].Passed) // judged by its second run
-	is.True(!byName["flaky"].ZeroCheck)
-	is.True(strings.Contains(byName["flaky"].RetriedAfter, "runtime: transient"))
-	is.Equal(runs("flaky"), 2)
-	is.True(!byName["silent"].Passed) // no check twice: still a failure
-	is.True(byName["silent"].ZeroCheck)
-	is.True(strings.Contains(byName["silent"].RetriedAfter, "nothing to say"))
-	is.Equal(runs("silent"), 2)
-	is.True(byName["steady"].Passed)
-	is.Equal(byName["steady"].RetriedAfter, "")
-	is.Equal(runs("steady"), 1)
 }
