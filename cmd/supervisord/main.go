@@ -33,7 +33,7 @@ func main() {
 		err = holder.Main(ctx, os.Args[2:], os.Stderr)
 		stop()
 	default:
-		ctx, stop := daemon.SignalContext(context.Background())
+		ctx, stop := daemon.DaemonSignalContext(context.Background())
 		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 	}

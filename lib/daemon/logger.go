@@ -19,6 +19,7 @@ const (
 	KeyEpoch   = "epoch"
 	KeySocket  = "socket"
 	KeyErr     = "err"
+	KeyReload  = "reload" // daemon.sighup: ReloadNone, ReloadDone or ReloadFailed
 )
 
 // NewLogger returns a JSON slog logger writing to w through the redacting

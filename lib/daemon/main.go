@@ -14,11 +14,11 @@ import (
 type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // Main is a daemon binary's whole main: a context cancelled by SIGINT or
-// SIGTERM (SIGPIPE ignored), run with the process's arguments and stdio,
+// SIGTERM (DaemonSignalContext: SIGPIPE ignored, SIGHUP caught), run with the process's arguments and stdio,
 // and the exit status ExitStatus gives, with "<binary>: <error>" on stderr
 // when run fails.
 func Main(binary string, run RunFunc) {
-	ctx, stop := SignalContext(context.Background())
+	ctx, stop := DaemonSignalContext(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	code := ExitStatus(err)

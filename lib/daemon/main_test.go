@@ -26,7 +26,12 @@ const (
 	childEnv     = "HK_DAEMON_CHILD" // serve | signals | sigpipe | harden
 	childRootEnv = "HK_DAEMON_ROOT"  // serve: the -root of the child's layout
 	childIgnore  = "HK_DAEMON_SIGPIPE_IGNORE"
+	childReload  = "HK_DAEMON_RELOAD"  // serve: "" no Reload hook, "ok" or "fail" (childReloadErr)
+	childDaemon  = "HK_DAEMON_SIGNALS" // signals: "1" uses DaemonSignalContext
 )
+
+// childReloadErr is what the serve child's failing Reload hook returns.
+const childReloadErr = "reload canary refused"
 
 // managerEnv lists the variables a service manager hands a daemon. The test
 // process drops them, so in-process Service.Run calls never talk to a real
@@ -83,10 +88,11 @@ func childMain() {
 }
 
 // childServe runs a Service with the health op at <HK_DAEMON_ROOT>'s
-// secretd socket (or a socket passed by activation) until SIGTERM; it exits
-// 0 when Run returned nil.
+// secretd socket (or a socket passed by activation) under
+// DaemonSignalContext until SIGTERM, with the Reload hook HK_DAEMON_RELOAD
+// names; it exits 0 when Run returned nil.
 func childServe() int {
-	ctx, stop := SignalContext(context.Background())
+	ctx, stop := DaemonSignalContext(context.Background())
 	defer stop()
 	layout, err := RootLayout(os.Getenv(childRootEnv))
 	if err != nil {
@@ -107,6 +113,12 @@ func childServe() int {
 		Roles:       rpc.Roles{"admin": {uint32(os.Geteuid())}},
 		Ops:         []rpc.Op{Health(epoch, time.Now(), nil)},
 	}
+	switch os.Getenv(childReload) {
+	case "ok":
+		svc.Reload = func(context.Context) error { fmt.Println("reloaded"); return nil }
+	case "fail":
+		svc.Reload = func(context.Context) error { return errors.New(childReloadErr) }
+	}
 	if err := svc.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		return 1
@@ -115,9 +127,14 @@ func childServe() int {
 	return 0
 }
 
-// childSignals waits for SignalContext's context to end and reports it.
+// childSignals waits for SignalContext's (with HK_DAEMON_SIGNALS=1,
+// DaemonSignalContext's) context to end and reports it.
 func childSignals() int {
-	ctx, stop := SignalContext(context.Background())
+	signals := SignalContext
+	if os.Getenv(childDaemon) == "1" {
+		signals = DaemonSignalContext
+	}
+	ctx, stop := signals(context.Background())
 	defer stop()
 	fmt.Println("ready")
 	<-ctx.Done()

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/oklog/run"
 	"hostkit.dev/lib/audit"
@@ -38,6 +41,11 @@ type Service struct {
 	// instance on the same root stops with sock.already_running before it
 	// touches anything the first one owns.
 	Listener *sock.Listener
+	// Reload, when set, is called on each SIGHUP that arrives while Run
+	// serves, from one goroutine (never two at once), with Run's context;
+	// an error is logged and the daemon goes on. Nil: the SIGHUP is logged
+	// and nothing else happens. Either way the daemon keeps running.
+	Reload func(ctx context.Context) error
 }
 
 // Listen takes the service's socket as Run would (a socket passed by
@@ -51,7 +59,9 @@ func (s Service) Listen(ctx context.Context) (*sock.Listener, error) { return s.
 // It uses a socket passed by systemd socket activation when there is one,
 // else creates the socket with sock.Listen. It sends READY=1 once the socket
 // listens, WATCHDOG=1 while running, STOPPING=1 on the way out, and removes
-// the socket it created. It returns nil on a clean stop.
+// the socket it created. Each SIGHUP meanwhile is logged (daemon.sighup)
+// and runs Reload; it never stops the daemon. It returns nil on a clean
+// stop.
 func (s Service) Run(ctx context.Context) error {
 	log := s.Logger
 	l, err := s.Listener, error(nil)
@@ -78,6 +88,11 @@ func (s Service) Run(ctx context.Context) error {
 	// STOPPING=1 goes out when shutdown begins, not after the drain.
 	g.Add(func() error { <-sctx.Done(); notify.Stopping(); return nil }, func(error) { cancel() })
 	g.Add(func() error { return srv.Serve(sctx, l) }, func(error) { cancel() })
+	// SIGHUP is answered here (logged, Reload), never a reason to stop.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	g.Add(func() error { s.hangups(sctx, hup); return nil }, func(error) { cancel() })
 	wctx, wcancel := context.WithCancel(ctx)
 	// An actor that returns stops the group, so this one waits for the end
 	// even when no watchdog is configured.

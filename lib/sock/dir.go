@@ -30,8 +30,9 @@ const (
 //
 // mode is 0700 (DirModePrivate; also used when mode is 0) or 0750
 // (DirModeGroup, which needs group >= 0); group is a gid, or -1 for none.
-// A missing dir is created with Mkdir, given the group with Lchown, and set to
-// exactly mode with Chmod, so the process umask is never read or changed;
+// A missing dir is created with Mkdir, given the group with Lchown (only when
+// it does not have it already, see giveGroup), and set to exactly mode with
+// Chmod, so the process umask is never read or changed;
 // missing parents are created the same way with mode 0755. An existing dir is
 // checked with Lstat and never modified: it must not be a symlink, must be a
 // directory owned by the effective uid, have exactly mode (no setuid, setgid
@@ -71,7 +72,11 @@ func EnsureDir(dir string, mode os.FileMode, group int) error {
 // setMode gives a directory we just created its group and exact mode.
 func setMode(dir string, mode os.FileMode, group int) error {
 	if mode == DirModeGroup {
-		if err := os.Lchown(dir, -1, group); err != nil {
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return wire.Wrap(CodeDirUnsafe, "cannot inspect directory "+dir, err)
+		}
+		if err := giveGroup(dir, fi, group); err != nil {
 			return wire.Wrap(CodeConfigInvalid, "cannot give directory "+dir+" its group", err)
 		}
 	}
@@ -139,4 +144,21 @@ func verifyDir(dir string, mode os.FileMode, group int) error {
 		return wire.Errorf(CodeDirUnsafe, "%s belongs to gid %d, want %d", dir, st.Gid, group)
 	}
 	return nil
+}
+
+// giveGroup gives path, whose Lstat is fi, the group gid, and calls
+// lchown(2) only when path does not have it already. A file takes its
+// creator's effective gid, which under a service manager's Group= is
+// usually the group wanted; and a seccomp filter that denies the chown
+// family (systemd's SystemCallFilter=~@privileged) refuses even a chown
+// that would change nothing, so the call must not be made then.
+func giveGroup(path string, fi fs.FileInfo, gid int) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("cannot read the group of " + path)
+	}
+	if int64(st.Gid) == int64(gid) {
+		return nil
+	}
+	return os.Lchown(path, -1, gid)
 }

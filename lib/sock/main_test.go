@@ -3,6 +3,7 @@ package sock
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,9 +23,11 @@ import (
 // Environment switches that turn the re-executed test binary into a helper
 // process (see runHelper).
 const (
-	helperEnv      = "HK_SOCK_HELPER" // listen | dial | activated
+	helperEnv      = "HK_SOCK_HELPER" // listen | listen-group | chown-same | dial | activated
 	helperPathEnv  = "HK_SOCK_PATH"
 	helperNamesEnv = "HK_SOCK_NAMES"
+	helperGroupEnv = "HK_SOCK_GROUP"      // listen-group: the gid to ask for
+	helperDenyEnv  = "HK_SOCK_DENY_CHOWN" // listen-group: "1" installs denyChown first
 )
 
 func TestMain(m *testing.M) {
@@ -54,6 +57,16 @@ func runHelper(mode string) int {
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
 		return 0
+	case "listen-group": // listen in the group modes, report the result and exit
+		return listenGroup(ctx, path)
+	case "chown-same": // a no-op chown before and after denyChown
+		fmt.Println("before:", os.Lchown(path, -1, os.Getegid()))
+		if err := denyChown(); err != nil {
+			fmt.Fprintln(os.Stderr, "denyChown:", err)
+			return 1
+		}
+		fmt.Println("after:", os.Lchown(path, -1, os.Getegid()))
+		return 0
 	case "dial": // connect, send one byte, wait for the server to hang up
 		c, err := Dial(ctx, path)
 		if err != nil {
@@ -77,6 +90,46 @@ func runHelper(mode string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 1
+}
+
+// listenGroup listens on path with the group modes (0750/0660) and the gid
+// in helperGroupEnv, after denyChown when helperDenyEnv is "1", and prints
+// "ok <socket gid> <directory gid>" or "error <code> eperm=<whether the
+// cause is EPERM> <message>".
+func listenGroup(ctx context.Context, path string) int {
+	gid, err := strconv.Atoi(os.Getenv(helperGroupEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listen-group:", err)
+		return 1
+	}
+	if os.Getenv(helperDenyEnv) == "1" {
+		if err := denyChown(); err != nil {
+			fmt.Fprintln(os.Stderr, "denyChown:", err)
+			return 1
+		}
+	}
+	l, err := Listen(ctx, Config{Path: path, DirMode: DirModeGroup, SocketMode: SocketModeGroup, Group: gid})
+	if err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) {
+			fmt.Fprintln(os.Stderr, "listen-group: untyped error:", err)
+			return 1
+		}
+		fmt.Println("error", we.Code, "eperm="+strconv.FormatBool(errors.Is(err, syscall.EPERM)), we.Msg)
+		return 0
+	}
+	defer l.Close()
+	var gids []string
+	for _, p := range []string{path, filepath.Dir(path)} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "listen-group:", err)
+			return 1
+		}
+		gids = append(gids, strconv.FormatUint(uint64(fi.Sys().(*syscall.Stat_t).Gid), 10))
+	}
+	fmt.Println("ok", strings.Join(gids, " "))
+	return 0
 }
 
 // serveActivated reports on stdout what Activated returned and answers one

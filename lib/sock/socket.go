@@ -82,8 +82,8 @@ func removeIfSame(path string, id fileID) error {
 }
 
 // bindSocket creates a listening socket at path whose mode (and, for 0660,
-// group) is set before it can accept anything: socket(2), bind(2), chown and
-// chmod the new inode, then listen(2). Until listen(2), connect(2) to the path
+// group) is set before it can accept anything: socket(2), bind(2), chown
+// (only when the new inode lacks the group) and chmod it, then listen(2). Until listen(2), connect(2) to the path
 // is refused, so no peer can queue a connection while the mode is still the
 // umask's; the umask itself is never touched. It returns the listener (which
 // never unlinks on Close) and the socket's inode identity.
@@ -142,7 +142,7 @@ func finishSocket(fd int, path string, mode os.FileMode, group int) (fileID, err
 		return fileID{}, wire.Errorf(CodeListenFailed, "%s is not the socket just bound", path)
 	}
 	if mode == SocketModeGroup {
-		if err := os.Lchown(path, -1, group); err != nil {
+		if err := giveGroup(path, fi, group); err != nil {
 			return id, wire.Wrap(CodeConfigInvalid, "cannot give "+path+" its group", err)
 		}
 	}
