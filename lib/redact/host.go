@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/base32"
+	"unsafe"
 )
 
 // ContainsInHost reports whether host — a host name or an authority
@@ -28,20 +29,22 @@ func (s *Scrubber) ContainsInHost(host string) bool {
 	if s.load() == nil {
 		return false
 	}
-	if b := []byte(host); s.Contains(b) || s.ContainsDecoded(b) {
+	// Read only (nothing here writes to its input): no copy of host.
+	v := unsafe.Slice(unsafe.StringData(host), len(host))
+	if s.Contains(v) || s.ContainsDecoded(v) {
 		return true
 	}
 	hm := s.hostMatcher()
 	if hm == nil {
 		return false
 	}
-	v := []byte(host)
+	var buf [256]byte // a name is at most 253 bytes: no allocation
 	for level := 0; ; level++ {
-		f := foldHost(v)
+		f := foldHost(buf[:0], v)
 		if len(f) >= hm.minLen && (hm.contains(f) || hm.spaced(f)) {
 			return true
 		}
-		if level == MaxDecodeLevels {
+		if level == MaxDecodeLevels || indexIn(v, &escapeStart) < 0 {
 			return false
 		}
 		d := unescape(v)
@@ -52,15 +55,14 @@ func (s *Scrubber) ContainsInHost(host string) bool {
 	}
 }
 
-// foldHost returns b with ASCII letters lowered and dots removed.
-func foldHost(b []byte) []byte {
-	out := make([]byte, 0, len(b))
+// foldHost appends b to dst with ASCII letters lowered and dots removed.
+func foldHost(dst, b []byte) []byte {
 	for _, c := range b {
 		if c != '.' {
-			out = append(out, lower(c))
+			dst = append(dst, lower(c))
 		}
 	}
-	return out
+	return dst
 }
 
 // hostMatcher returns the matcher of host forms for the current
@@ -88,7 +90,7 @@ func (s *Scrubber) hostMatcher() *matcher {
 		// pats[0] is the raw value (encodedForms lists it first).
 		forms := append(append([]string(nil), pats...), base32Forms([]byte(pats[0]))...)
 		for _, p := range forms {
-			if f := string(foldHost([]byte(p))); len(f) >= MinValueLen {
+			if f := string(foldHost(nil, []byte(p))); len(f) >= MinValueLen {
 				all = append(all, f)
 			}
 		}
