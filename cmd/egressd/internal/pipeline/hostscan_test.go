@@ -1,19 +1,16 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/base32"
 	"encoding/hex"
-	"errors"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/matryer/is"
 
+	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/api/secretdapi"
@@ -22,25 +19,6 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// lookups is a Resolver that records every name and resolves none.
-type lookups struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (l *lookups) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.names = append(l.names, host)
-	return nil, errors.New("no lookups in tests")
-}
-
-func (l *lookups) seen() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.names...)
-}
-
 // TestScanHostNative: egress.request with a held value in its URL's host
 // (a wildcard policy allows the name) or its Host field is refused with
 // egress.secret_in_request and audited, without a lookup or a dial; the
@@ -48,7 +26,7 @@ func (l *lookups) seen() []string {
 // looked up. No output, record or log line holds the value in any form.
 func TestScanHostNative(t *testing.T) {
 	t.Parallel()
-	res := &lookups{}
+	res := &egresstest.Lookups{}
 	f := newFixture(t, fixtureConfig{resolver: res})
 	f.register("inv", nil, "https://*.example.com")
 	f.register("cred", []secretdapi.Lease{lease("https://api.example.com", "header:Authorization", "Bearer {}")})
@@ -71,7 +49,8 @@ func TestScanHostNative(t *testing.T) {
 		})
 	}
 	is := is.New(t)
-	is.Equal(len(res.seen()), 0) // nothing was looked up
+	names, _ := res.Seen()
+	is.Equal(len(names), 0) // nothing was looked up
 	f.mu.Lock()
 	is.Equal(len(f.dialled), 0) // nor dialled
 	f.mu.Unlock()
@@ -88,7 +67,8 @@ func TestScanHostNative(t *testing.T) {
 	}
 	_, err = f.do(Input{URL: "https://clean.example.com/"})
 	is.Equal(wire.CodeOf(err), egressdapi.CodeUpstreamError) // looked up (and unresolvable here)
-	is.Equal(res.seen(), []string{"clean.example.com"})
+	names, _ = res.Seen()
+	is.Equal(names, []string{"clean.example.com"})
 }
 
 // TestScanHostCanonical: the canonical host is scanned too (after

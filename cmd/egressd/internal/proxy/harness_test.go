@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,52 +30,6 @@ import (
 // harnessCanary is the held value of the in-process tests.
 const harnessCanary = "sk_CAN4RYx9ZqLp7TvW2m"
 
-// recorder is a Resolver that records every name it is asked and answers
-// none (tests reach no DNS), and records every dial.
-type recorder struct {
-	mu      sync.Mutex
-	names   []string
-	dialled []netip.AddrPort
-}
-
-func (r *recorder) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.names = append(r.names, host)
-	return nil, errors.New("recorder: no lookups in tests")
-}
-
-func (r *recorder) dial(a netip.AddrPort) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.dialled = append(r.dialled, a)
-}
-
-// seen returns the names looked up and addresses dialled so far.
-func (r *recorder) seen() ([]string, []netip.AddrPort) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.names...), append([]netip.AddrPort(nil), r.dialled...)
-}
-
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // harness is a proxy face in process: a TCP listener and a Unix socket,
 // a bundle "cred" holding harnessCanary for https://api.example.com
 // (its tunnels are intercepted) and a bundle "open" without credentials,
@@ -85,8 +37,8 @@ func (l *lockedBuffer) String() string {
 // (127.0.0.1); every other name goes to the recording resolver.
 type harness struct {
 	tcp, unix string
-	rec       *recorder
-	logs      *lockedBuffer
+	rec       *egresstest.Lookups
+	logs      *egresstest.Buffer
 	auditDir  string
 	ca        *CA
 	tokCred   string
@@ -95,7 +47,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg func(*Config)) *harness {
 	t.Helper()
-	h := &harness{rec: &recorder{}, logs: &lockedBuffer{}, auditDir: t.TempDir(),
+	h := &harness{rec: &egresstest.Lookups{}, logs: &egresstest.Buffer{}, auditDir: t.TempDir(),
 		tokCred: strings.Repeat("c", 43), tokOpen: strings.Repeat("o", 43)}
 	ca, err := LoadOrCreateCA(t.TempDir())
 	if err != nil {
@@ -123,7 +75,7 @@ func newHarness(t *testing.T, cfg func(*Config)) *harness {
 		}
 	}
 	tr := transport.New(transport.Config{HostMap: transport.HostMap{"api.example.com:443": netip.MustParseAddr("127.0.0.1")},
-		Resolver: h.rec, OnDial: h.rec.dial, DialTimeout: 2 * time.Second})
+		Resolver: h.rec, OnDial: h.rec.Dial, DialTimeout: 2 * time.Second})
 	t.Cleanup(tr.Close)
 	p := pipeline.New(pipeline.Config{Registry: reg, Transport: tr, Owner: noOwner{}, Audit: al, Logger: log, Timeout: 5 * time.Second})
 	c := Config{Registry: reg, Pipeline: p, Transport: tr, CA: ca, Audit: al, Logger: log, DialTimeout: 2 * time.Second}

@@ -80,7 +80,7 @@ func TestHostScanBeforeResolution(t *testing.T) {
 			}
 		}
 	}
-	names, dialled := h.rec.seen()
+	names, dialled := h.rec.Seen()
 	if len(names) != 0 || len(dialled) != 0 {
 		t.Fatalf("looked up %q, dialled %v for hosts that hold the value", names, dialled)
 	}
@@ -98,7 +98,7 @@ func TestHostScanBeforeResolution(t *testing.T) {
 		resp, _, _ := exchange(t, h.dialers()["tcp"], raw, false, false)
 		is.Equal(resp.Header.Get(HeaderError), "egress.upstream_error") // the lookup failed
 	}
-	names, _ = h.rec.seen()
+	names, _ = h.rec.Seen()
 	is.Equal(names, []string{"clean.example.com", "clean.example.com"})
 }
 
@@ -134,7 +134,7 @@ func TestHostScanInsideTunnel(t *testing.T) {
 			is.Equal(resp.Header.Get(HeaderError), tc.code)
 		})
 	}
-	names, dialled := h.rec.seen()
+	names, dialled := h.rec.Seen()
 	is.Equal(len(names), 0)
 	is.Equal(len(dialled), 0)
 	h.checkCanary(t)
@@ -221,7 +221,7 @@ func TestServerNameChecked(t *testing.T) {
 			is.True(strings.Contains(audit, `"code":"`+tc.code+`"`))
 		})
 	}
-	names, _ := h.rec.seen()
+	names, _ := h.rec.Seen()
 	is.New(t).Equal(len(names), 0)
 	h.checkCanary(t)
 }
