@@ -157,7 +157,9 @@ var (
 func (c *conn) readHead(limit int) (head, bool, error) {
 	from := 0
 	for want := 1; ; {
-		p, err := c.br.Peek(want)
+		// Everything already buffered, or one byte more than was there:
+		// a head that arrived whole is read in one step.
+		p, err := c.br.Peek(max(want, c.br.Buffered()))
 		line := bytes.IndexByte(p, '\n') >= 0
 		n, herr := headEnd(p, from)
 		switch {
