@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -26,7 +27,7 @@ type peer struct {
 	out   *syncBuffer
 }
 
-func startPeer(t *testing.T, exe, sockPath string, cred *syscall.Credential) *peer {
+func startPeer(t *testing.T, exe, sockPath string, cred *syscall.Credential, env ...string) *peer {
 	t.Helper()
 	var p *peer
 	// A fork elsewhere in this test binary (the tests run in parallel) may
@@ -35,7 +36,7 @@ func startPeer(t *testing.T, exe, sockPath string, cred *syscall.Credential) *pe
 	for attempt := 0; ; attempt++ {
 		p = &peer{out: &syncBuffer{}}
 		p.cmd = exec.Command(exe)
-		p.cmd.Env = []string{envClient + "=" + sockPath, envWait + "=1"}
+		p.cmd.Env = append([]string{envClient + "=" + sockPath, envWait + "=1"}, env...)
 		p.cmd.Stdout = p.out
 		p.cmd.Stderr = p.out
 		if cred != nil {
@@ -159,3 +160,41 @@ func TestPeerAuthentication(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestPeerDeniedCarriesID: a raw request frame from a peer the helper
+// refuses — a binary not on the allowlist (refused when it connects), or
+// another uid (refused by the role check) — is answered peer.denied
+// under the request's own id, as every error is (docs/protocol.md); the
+// allowlisted copy gets its answer under the same id.
+func TestPeerDeniedCarriesID(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t, "", newRoot(t), "-allow-exe", selfExe(t))
+	dir, err := os.MkdirTemp("/tmp", "hkpid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(rawID)
+	for _, tc := range []struct {
+		name  string
+		extra []byte // appended to the copy: another binary
+		cred  *syscall.Credential
+		want  string
+	}{
+		{"allowlisted copy", nil, nil, "ok " + id},
+		{"binary not on the allowlist", []byte("another build"), nil, wire.CodePeerDenied + " " + id},
+		{"another uid", nil, &syscall.Credential{Uid: 4242, Gid: 4242}, wire.CodePeerDenied + " " + id},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exe := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			copyFile(t, selfExe(t), exe, tc.extra)
+			p := startPeer(t, exe, h.sock, tc.cred, envRaw+"=1")
+			if got := p.call(t); got != tc.want {
+				t.Fatalf("peer answered %q, want %q\n%s", got, tc.want, h.stderr.String())
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ var helperBin string
 const (
 	envClient = "HK_HELPER_TEST_CLIENT" // the socket to call health on
 	envWait   = "HK_HELPER_TEST_WAIT"   // "1": read a line from stdin first
+	envRaw    = "HK_HELPER_TEST_RAW"    // "1": send one raw frame, print the answer's code and id
 )
 
 func TestMain(m *testing.M) {
@@ -78,6 +80,9 @@ func clientMain(sock string) int {
 	if os.Getenv(envWait) == "1" {
 		bufio.NewReader(os.Stdin).ReadString('\n')
 	}
+	if os.Getenv(envRaw) == "1" {
+		return rawClient(sock)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := rpc.NewClient(sock, 10*time.Second)
@@ -91,6 +96,43 @@ func clientMain(sock string) int {
 		return 0
 	}
 	fmt.Println("ok")
+	return 0
+}
+
+// rawID is the request id rawClient sends.
+var rawID = []byte("raw-request-id-1")
+
+// rawClient sends one health request frame with rawID, by hand (the rpc
+// client would check the answer's id itself), and prints the answer's
+// code ("ok" on success) and id in hex.
+func rawClient(sock string) int {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 1
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := &wire.Request{ID: rawID, Op: "health", Deadline: time.Now().Add(5 * time.Second).UnixMilli()}
+	if err := wire.WriteFrame(c, wire.AppendRequest(nil, r), 0); err != nil {
+		fmt.Println("write:", err)
+		return 1
+	}
+	p, err := wire.ReadFrame(c, 0)
+	if err != nil {
+		fmt.Println("read:", err)
+		return 1
+	}
+	resp, err := wire.DecodeResponse(p, wire.Limits{})
+	if err != nil {
+		fmt.Println("decode:", err)
+		return 1
+	}
+	code := "ok"
+	if resp.Err != nil {
+		code = resp.Err.Code
+	}
+	fmt.Printf("%s %x\n", code, resp.ID)
 	return 0
 }
 

@@ -147,13 +147,13 @@ func TestProxyTunnels(t *testing.T) {
 		is.Equal(code(resp), "egress.invalid_request")
 	})
 	for _, tc := range []struct{ name, raw, status, code string }{
-		{"CONNECT to egressd's own port", "CONNECT " + f.info.ProxyAddress + " HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.address_forbidden"},
-		{"CONNECT outside the policy", "CONNECT example.com:443 HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
-		{"missing proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\n\r\n", "407", "peer.denied"},
-		{"wrong proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok1) + "\r\n\r\n", "407", "peer.denied"},
-		{"plain http, wrong token", "GET " + f.plainURL + "/ HTTP/1.1\r\nProxy-Authorization: " + basic("inv-1", f.tok3) + "\r\n\r\n", "407", "peer.denied"},
+		{"CONNECT to egressd's own port", "CONNECT " + f.info.ProxyAddress + " HTTP/1.1\r\nHost: " + f.info.ProxyAddress + "\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.address_forbidden"},
+		{"CONNECT outside the policy", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
+		{"missing proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\nHost: " + strings.TrimPrefix(f.otherURL, "https://") + "\r\n\r\n", "407", "peer.denied"},
+		{"wrong proxy token", "CONNECT " + strings.TrimPrefix(f.otherURL, "https://") + " HTTP/1.1\r\nHost: " + strings.TrimPrefix(f.otherURL, "https://") + "\r\nProxy-Authorization: " + basic("inv-3", f.tok1) + "\r\n\r\n", "407", "peer.denied"},
+		{"plain http, wrong token", "GET " + f.plainURL + "/ HTTP/1.1\r\nHost: " + strings.TrimPrefix(f.plainURL, "http://") + "\r\nProxy-Authorization: " + basic("inv-1", f.tok3) + "\r\n\r\n", "407", "peer.denied"},
 		{"origin-form to the proxy", "GET / HTTP/1.1\r\nHost: x\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "400", "egress.invalid_request"},
-		{"plain http outside the policy", "GET http://example.com/ HTTP/1.1\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
+		{"plain http outside the policy", "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: " + basic("inv-3", f.tok3) + "\r\n\r\n", "403", "egress.policy_denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
@@ -168,7 +168,8 @@ func TestProxyTunnels(t *testing.T) {
 	t.Run("dropped bundle's token", func(t *testing.T) {
 		is := is.New(t)
 		is.NoErr(f.eg.api.BundleDrop(ctx, "inv-2"))
-		resp := f.rawProxy(t, f.dialTCP, "CONNECT "+strings.TrimPrefix(f.apiURL, "https://")+" HTTP/1.1\r\nProxy-Authorization: "+basic("inv-2", f.tok2)+"\r\n\r\n")
+		api := strings.TrimPrefix(f.apiURL, "https://")
+		resp := f.rawProxy(t, f.dialTCP, "CONNECT "+api+" HTTP/1.1\r\nHost: "+api+"\r\nProxy-Authorization: "+basic("inv-2", f.tok2)+"\r\n\r\n")
 		is.Equal(resp.StatusCode, http.StatusProxyAuthRequired)
 		is.Equal(code(resp), "peer.denied")
 		is.True(strings.Contains(f.eg.auditLog(t), `"why":"unknown_invocation"`))
@@ -304,9 +305,13 @@ func TestTunnelEndsWithBundle(t *testing.T) {
 	got, err := echo(cb, brb) // inv-b's still carries bytes
 	is.NoErr(err)
 	is.Equal(got, "ping\n")
-	b, err := os.ReadFile(filepath.Join(root, "log", "egressd", "audit.jsonl"))
-	is.NoErr(err)
-	is.True(strings.Contains(string(b), `"ended_by":"bundle.drop"`))
+	// The tunnel's record is written once both of its copies have ended,
+	// which may be just after the client saw its connection close.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(eg.auditLog(t), `"ended_by":"bundle.drop"`) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	is.True(strings.Contains(eg.auditLog(t), `"ended_by":"bundle.drop"`))
 }
 
 // TestProxyAuthAuditBounded: failed proxy authentications and malformed

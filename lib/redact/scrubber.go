@@ -29,7 +29,12 @@ const maxScrubPasses = 4
 // the value, for each of the three byte alignments; the one or two
 // characters at each edge of that part remain. Values too short for that
 // part to reach 8 characters (under 6 bytes) are only found aligned.
-// Other encodings (base32, gzip, a value split or reversed...) are not
+// ContainsDecoded finds more forms, which cannot be replaced in place
+// (escapes undone, separated hex, invisible characters inserted), and
+// ContainsInHost those of a host name (any case, base32, a value split
+// over labels); MaxSpan, MaxDecodedSpan and the constants beside them
+// bound every form. Other
+// encodings (gzip, a value split other ways, reversed...) are not
 // detected.
 //
 // The Scrubber keeps copies of registered values, as Go strings, until
@@ -40,6 +45,9 @@ type Scrubber struct {
 	next uint64
 	gen  uint64                  // rebuilds so far; matcher.gen
 	m    atomic.Pointer[matcher] // nil when nothing is registered
+	// host is the matcher of the forms a host name carries (host.go),
+	// built on first use for the generation it carries.
+	host atomic.Pointer[matcher]
 }
 
 // NewScrubber returns an empty Scrubber.
@@ -86,29 +94,37 @@ func (s *Scrubber) rebuild() {
 		return
 	}
 	s.gen++
-	m := &matcher{minLen: -1, gen: s.gen}
-	seen := map[string]bool{}
 	var all []string
 	for _, pats := range s.regs {
-		for _, p := range pats {
-			if seen[p] {
-				continue
-			}
-			seen[p] = true
-			all = append(all, p)
-			m.byFirst[p[0]] = append(m.byFirst[p[0]], p)
-			pair := uint16(p[0])<<8 | uint16(p[1])
-			m.pairs[pair/64] |= 1 << (pair % 64)
-			if m.minLen < 0 || len(p) < m.minLen {
-				m.minLen = len(p)
-			}
+		all = append(all, pats...)
+	}
+	s.m.Store(newMatcher(all, s.gen))
+}
+
+// newMatcher builds a matcher for patterns (each at least 2 bytes long;
+// repeats are dropped), stamped with generation gen.
+func newMatcher(patterns []string, gen uint64) *matcher {
+	m := &matcher{minLen: -1, gen: gen}
+	seen := map[string]bool{}
+	var all []string
+	for _, p := range patterns {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		all = append(all, p)
+		m.byFirst[p[0]] = append(m.byFirst[p[0]], p)
+		pair := uint16(p[0])<<8 | uint16(p[1])
+		m.pairs[pair/64] |= 1 << (pair % 64)
+		if m.minLen < 0 || len(p) < m.minLen {
+			m.minLen = len(p)
 		}
 	}
 	for _, ps := range m.byFirst {
 		sort.Slice(ps, func(i, j int) bool { return len(ps[i]) > len(ps[j]) })
 	}
 	m.buildShift(all)
-	s.m.Store(m)
+	return m
 }
 
 // buildShift fills m.shift from patterns (m.minLen is set): for each

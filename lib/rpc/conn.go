@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +156,7 @@ func (s *Server) protocolError(ctx context.Context, c *srvConn, id []byte, corr 
 		corr = ""
 	}
 	if we.Code == wire.CodeRequestUnknownField {
+		c.logUnknownField("", corr, err)
 		we.Msg = "request envelope has an unknown field"
 	}
 	c.log().Warn("rpc.protocol_error", slog.String("code", we.Code), slog.String("msg", we.Msg))
@@ -161,6 +164,32 @@ func (s *Server) protocolError(ctx context.Context, c *srvConn, id []byte, corr 
 		s.cfg.Audit(ctx, Event{Peer: c.Peer, Outcome: "error", Code: we.Code, Corr: corr})
 	}
 	s.writeResponse(c, &wire.Response{ID: idOrEmpty(id), Err: errBody(we)})
+}
+
+// maxLoggedField bounds, in bytes, the field path rpc.unknown_field logs.
+const maxLoggedField = 256
+
+// logUnknownField logs the path of the unknown field err names
+// ("body.spec.zz", or an envelope key), which its answer leaves out: the
+// field name is the caller's input and may hold a secret, so it goes
+// only to the daemon's log, whose handler redacts it (lib/daemon's
+// logger: held values and key=value shapes), cut to maxLoggedField bytes
+// (docs/protocol.md, "Unknown fields"). op is "" for the envelope.
+func (c *srvConn) logUnknownField(op, corr string, err error) {
+	path := ""
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if we, ok := e.(*wire.Error); ok && we.Code == wire.CodeRequestUnknownField {
+			path = we.Msg // the innermost names the field: "unknown field body.x"
+		}
+	}
+	path = strings.TrimPrefix(strings.TrimPrefix(path, "unknown field "), "unknown request field ")
+	if u, err := strconv.Unquote(path); err == nil {
+		path = "envelope." + u
+	}
+	if len(path) > maxLoggedField {
+		path = path[:maxLoggedField] + "..."
+	}
+	c.log().Info("rpc.unknown_field", slog.String("op", op), slog.String("corr", corr), slog.String("field", path))
 }
 
 // validCorr reports whether corr is a well-formed correlation id: at most
@@ -360,8 +389,11 @@ func (s *Server) invoke(ctx context.Context, c *srvConn, op *Op, call *Call) (bo
 			return nil, &wire.Error{Code: wire.CodeServerShuttingDown, Msg: "server stopped before the answer", Retry: wire.RetryAfterObserve}
 		}
 		we := wire.AsError(err)
-		if we.Code == wire.CodeInternal {
+		switch we.Code {
+		case wire.CodeInternal:
 			c.log().Error("rpc.handler_error", slog.String("op", op.Name), slog.String("corr", call.Corr), slog.Any("err", err))
+		case wire.CodeRequestUnknownField:
+			c.logUnknownField(op.Name, call.Corr, err)
 		}
 		return nil, we
 	}

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -68,8 +69,9 @@ type Config struct {
 	// Authenticate, when set, is a second check after the role check,
 	// with the peer's kernel credentials (e.g. the helper's
 	// executable-hash allowlist). It runs when a connection is accepted,
-	// before the connection takes a regular slot (a refused peer is
-	// answered and disconnected at once), and again before every request
+	// before the connection takes a regular slot (a refused peer's first
+	// request is answered with the error under its id, then the
+	// connection is closed), and again before every request
 	// (the peer may have exec'ed another program since), so it must be
 	// cheap when nothing changed. A *wire.Error reaches the peer as is;
 	// any other error as peer.denied.
@@ -240,7 +242,7 @@ func (s *Server) authenticate(ctx, hctx context.Context, c *sock.Conn) {
 			if s.cfg.Audit != nil {
 				s.cfg.Audit(ctx, Event{Op: "connect", Peer: c.Peer, Outcome: "denied", Code: we.Code})
 			}
-			s.refuseRetry(c, we.Code, we.Msg, we.Retry)
+			s.denyFirst(c, we)
 			return
 		}
 		select {
@@ -254,6 +256,47 @@ func (s *Server) authenticate(ctx, hctx context.Context, c *sock.Conn) {
 		defer s.track(c, false)
 		s.serveConn(ctx, hctx, c, idle)
 	}()
+}
+
+// deniedFrameMax bounds the request a refused peer may send before its
+// answer (a request that needs more gets the answer with an empty id).
+const deniedFrameMax = 64 << 10
+
+// denyFirst answers a connection whose peer Authenticate refused: it
+// reads the peer's first request (within ReadTimeout, at most
+// deniedFrameMax bytes), answers it with we under that request's id — as
+// every error is answered, docs/protocol.md — and closes the
+// connection; an id that cannot be read (nothing sent, a broken or
+// oversized frame) gets the empty id. The wait takes a slot of the pool
+// of peers without a role, never a role holder's, and shutdown ends it
+// like an idle connection; with that pool full the answer goes at once,
+// with the empty id.
+func (s *Server) denyFirst(c *sock.Conn, we *wire.Error) {
+	select {
+	case s.denySem <- struct{}{}:
+		defer func() { <-s.denySem }()
+	default:
+		s.refuseRetry(c, we.Code, we.Msg, we.Retry)
+		return
+	}
+	idle := s.track(c, true)
+	defer s.track(c, false)
+	idle.Store(true)
+	c.SetReadDeadline(s.cfg.Now().Add(s.cfg.ReadTimeout))
+	var id []byte
+	if !s.closing.Load() {
+		if payload, err := readFrame(bufio.NewReaderSize(c, connBufSize), min(s.cfg.MaxFrame, deniedFrameMax)); err == nil {
+			req, _ := wire.DecodeRequest(payload, s.cfg.Limits)
+			if req != nil {
+				id = req.ID
+			}
+		}
+	}
+	idle.Store(false)
+	c.SetWriteDeadline(s.cfg.Now().Add(time.Second))
+	payload := wire.AppendResponse(nil, &wire.Response{ID: idOrEmpty(id), Err: errBody(we)})
+	_ = wire.WriteFrame(c, payload, s.cfg.MaxFrame)
+	s.cfg.Logger.Warn("rpc.refused", slog.String("code", we.Code), slog.Uint64("peer_uid", uint64(c.Peer.UID)))
 }
 
 // closeIdle ends the connections that wait for a request: their pending

@@ -36,11 +36,21 @@ func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, erro
 	if in.Substitute {
 		resolve, place = p.Placements, p.Substitute
 	}
+	if err := p.ScanHost(in, nil); err != nil { // as written: before a parse error could quote it
+		return nil, p.refuse(ctx, d, b, err)
+	}
 	rec, err := p.Validate(in)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)
 	}
-	d.rec, d.origin = rec, rec.OriginString()
+	d.rec = rec
+	if err := p.ScanHost(in, rec); err != nil {
+		// The host holds a value: the record and the log line name the
+		// origin without it.
+		d.origin = redactedOrigin(rec)
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	d.origin = rec.OriginString()
 	attach, err := resolve(b, rec)
 	if err != nil {
 		return nil, p.refuse(ctx, d, b, err)

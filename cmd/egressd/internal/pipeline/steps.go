@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/inject"
@@ -9,12 +10,51 @@ import (
 	"hostkit.dev/cmd/egressd/internal/transport"
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/wire"
 )
 
 // Validate is step 1: parse and canonicalize once (request.Parse).
 func (p *Pipeline) Validate(in Input) (*request.Record, error) {
 	return p.auth.Parse(in.Method, in.URL, in.Header, in.Body, p.cfg.Limits)
+}
+
+// ScanHost runs around step 1, before anything reads the host: with rec
+// nil (before Validate) the URL's authority and every Host field as the
+// caller wrote them, with rec its canonical host (IDNA may map a
+// spelling), must hold no held value in any form (scan.Scanner.Host), so
+// that a value in a name (a wildcard policy allows any label) is never
+// resolved, sent in Host or a TLS server name, quoted in an error, or
+// written to the audit trail or the log. Errors: egress.secret_in_request.
+func (p *Pipeline) ScanHost(in Input, rec *request.Record) error {
+	if rec != nil {
+		return p.scan.Host(rec.Host)
+	}
+	raw := request.RawAuthority(in.URL)
+	if err := p.scan.Host(raw); err != nil {
+		return err
+	}
+	for _, f := range in.Header {
+		if strings.EqualFold(f.Name, "Host") && f.Value != raw {
+			if err := p.scan.Host(f.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ScanHostName is ScanHost for one name or authority the proxy face
+// reads before the pipeline (a CONNECT target, a Host field, a TLS
+// server name). Errors: egress.secret_in_request.
+func (p *Pipeline) ScanHostName(host string) error { return p.scan.Host(host) }
+
+// redactedOrigin is rec's origin with the host replaced by
+// redact.Redacted, for the records of a request refused for its host.
+func redactedOrigin(rec *request.Record) string {
+	o := rec.Origin()
+	o.Host = redact.Redacted
+	return o.String()
 }
 
 // SplitHostPort is netguard.SplitHostPort through the pipeline's cache of

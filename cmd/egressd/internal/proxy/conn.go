@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -25,8 +24,7 @@ import (
 type conn struct {
 	s      *Server
 	c      net.Conn
-	lr     *io.LimitedReader
-	br     *bufio.Reader
+	br     *bufio.Reader // grows for a head larger than its buffer (readHead)
 	bw     *bufio.Writer
 	via    string
 	actor  audit.Actor
@@ -39,6 +37,10 @@ type conn struct {
 	rdl, wdl time.Time // the read and write deadlines set on c (readBy, writeBy)
 
 	fieldBuf []request.Field // the last request's header fields' storage (handle)
+
+	// host is the last request's Host field as sent ("" without one),
+	// kept as a string while the next request sends the same bytes.
+	host string
 }
 
 // deadlineSlack is how much earlier than asked a deadline may fall, at
@@ -102,15 +104,13 @@ func newTunnel(b *bundle.Bundle, host string, port uint16) *tunnel {
 // name it: host[:port], without the default https port.
 func (t *tunnel) authority() string { return t.auth }
 
-const unlimited = 1 << 62
-
 func newConn(s *Server, c net.Conn, via string, actor audit.Actor) *conn {
-	lr := &io.LimitedReader{R: c, N: unlimited}
-	return &conn{s: s, c: c, lr: lr, br: bufio.NewReaderSize(lr, 16<<10), bw: bufio.NewWriterSize(c, 16<<10), via: via, actor: actor}
+	return &conn{s: s, c: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10), via: via, actor: actor}
 }
 
 // serve reads requests until the client closes, a timeout, an error or a
-// CONNECT (which takes the connection over).
+// CONNECT (which takes the connection over). Every refusal after the
+// request line arrived is answered before the connection closes.
 func (c *conn) serve() {
 	cfg := &c.s.cfg
 	for first := true; ; first = false {
@@ -119,23 +119,61 @@ func (c *conn) serve() {
 			wait = cfg.HandshakeTimeout
 		}
 		c.readBy(wait)
-		c.lr.N = int64(cfg.MaxHeaderBytes) + int64(c.br.Buffered())
-		req, err := http.ReadRequest(c.br)
+		h, line, err := c.readHead(cfg.MaxHeaderBytes)
 		if err != nil {
-			if c.lr.N <= 0 {
-				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeTooLarge, "request header is larger than %d bytes", cfg.MaxHeaderBytes), true, pipeline.OpRequest, nil)
-			} else if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
-				c.reject(c.bundle(), wire.Errorf(egressdapi.CodeInvalidRequest, "malformed HTTP/1.1 request"), true, pipeline.OpRequest, nil)
-			}
+			c.headFailed(err, line)
 			return
 		}
-		c.lr.N = unlimited
+		req, err := http.ReadRequest(c.br)
+		if err == nil {
+			err = h.checkParsed(req)
+		}
+		if err != nil {
+			if wire.CodeOf(err) == wire.CodeInternal { // net/http's own refusal
+				err = wire.Errorf(egressdapi.CodeInvalidRequest, "malformed HTTP/1.1 request")
+			}
+			c.reject(c.bundle(), err, true, pipeline.OpRequest, nil)
+			return
+		}
+		c.setHost(h.host)
 		if req.Body != http.NoBody { // nothing more is read from c for a request without one
 			c.readBy(cfg.RequestTimeout)
 		}
 		if !c.handle(req) {
 			return
 		}
+	}
+}
+
+// headFailed answers a head that could not be read: too large (413), a
+// timeout once a line had arrived (408), or malformed, cut short or
+// refused by checkHead (400); a connection that ends, resets or times
+// out before a line arrived is closed without an answer (there was no
+// request).
+func (c *conn) headFailed(err error, line bool) {
+	var refusal error
+	switch {
+	case errors.Is(err, errHeadTooLarge):
+		refusal = wire.Errorf(egressdapi.CodeTooLarge, "request header is larger than %d bytes", c.s.cfg.MaxHeaderBytes)
+	case isTimeout(err):
+		if line {
+			refusal = timedOut(wire.Errorf(egressdapi.CodeTimeout, "the request header did not arrive in time"))
+		}
+	case errors.Is(err, errHeadCut):
+		refusal = wire.Errorf(egressdapi.CodeInvalidRequest, "the connection ended inside the request header")
+	case wire.CodeOf(err) != wire.CodeInternal:
+		refusal = err // checkHead's
+	}
+	if refusal != nil {
+		c.reject(c.bundle(), refusal, true, pipeline.OpRequest, nil)
+	}
+}
+
+// setHost keeps the Host field's value, as a string made only when it
+// changes.
+func (c *conn) setHost(h []byte) {
+	if string(h) != c.host {
+		c.host = string(h)
 	}
 }
 
@@ -175,6 +213,14 @@ func (c *conn) handle(req *http.Request) bool {
 	defer c.s.invRequests.give(b.Invocation)
 	body, err := readBody(req, c.s.cfg.MaxBody)
 	if err != nil {
+		// A body that breaks its framing (chunk sizes, line endings), ends
+		// early or comes too slowly: answered, and the connection closes
+		// (what follows cannot be framed).
+		var bad error = wire.Wrap(egressdapi.CodeInvalidRequest, "malformed request body (chunked framing, or shorter than announced)", err)
+		if isTimeout(err) {
+			bad = timedOut(wire.Wrap(egressdapi.CodeTimeout, "the request body did not arrive in time", err))
+		}
+		c.rejectErr(b, req, bad, true)
 		return false
 	}
 	if len(body) > c.s.cfg.MaxBody {
@@ -198,13 +244,8 @@ func (c *conn) handle(req *http.Request) bool {
 	in.Header = slices.Grow(c.fieldBuf[:0], n)
 	defer func() { clear(in.Header); c.fieldBuf = in.Header[:0] }() // holding no request's strings
 	for name, vs := range req.Header {
-		switch name {
-		case "Content-Length", "Transfer-Encoding": // framing was read already
+		if name == "Content-Length" || name == "Transfer-Encoding" { // framing was read already
 			continue
-		case "Host":
-			if c.tunnel != nil { // checked against the CONNECT authority already
-				continue
-			}
 		}
 		for _, v := range vs {
 			in.Header = append(in.Header, request.Field{Name: name, Value: v})
@@ -219,13 +260,21 @@ func (c *conn) handle(req *http.Request) bool {
 }
 
 // target authenticates req (outside a tunnel) and returns its bundle and
-// absolute URL. Inside a tunnel, an absolute-form target or a Host that
-// names another authority than the CONNECT's is refused (421).
+// absolute URL. The Host field, and inside a tunnel an absolute-form
+// target's authority, must hold no held value (egress.secret_in_request;
+// the pipeline scans the URL's host). Inside a tunnel, an absolute-form
+// target or a Host that names another authority than the CONNECT's is
+// refused (421).
 func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 	if c.tunnel == nil {
 		b, err := c.auth(req)
 		if err != nil {
 			return nil, "", err
+		}
+		if c.host != req.Host { // the same as the URL's authority: the pipeline scans that
+			if err := c.s.cfg.Pipeline.ScanHostName(c.host); err != nil {
+				return b, "", err
+			}
 		}
 		u := req.RequestURI
 		if !strings.HasPrefix(strings.ToLower(u), "http://") && !strings.HasPrefix(strings.ToLower(u), "https://") {
@@ -234,11 +283,19 @@ func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 		return b, u, nil
 	}
 	t := c.tunnel
+	if c.host != t.auth { // the tunnel's own authority was scanned at CONNECT
+		if err := c.s.cfg.Pipeline.ScanHostName(c.host); err != nil {
+			return t.b, "", err
+		}
+	}
 	u := req.RequestURI
 	if !strings.HasPrefix(u, "/") {
 		scheme, rest, ok := strings.Cut(u, "://")
 		auth, _, _ := strings.Cut(rest, "/")
 		auth, _, _ = strings.Cut(auth, "?")
+		if err := c.s.cfg.Pipeline.ScanHostName(auth); err != nil {
+			return t.b, "", err
+		}
 		if !ok || !strings.EqualFold(scheme, netguard.SchemeHTTPS) || !c.sameAuthority(auth, t) {
 			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeInvalidRequest, "the request target names another authority than the tunnel's"))
 		}

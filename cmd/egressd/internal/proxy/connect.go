@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/netguard"
+	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/wire"
 )
 
@@ -33,12 +35,27 @@ func (c *conn) connect(req *http.Request) {
 		c.rejectErr(nil, req, err, true)
 		return
 	}
+	// The target and the Host field, as sent, before anything reads,
+	// records, resolves or dials them: a held value in a name (policy may
+	// allow any label of a domain) would leave in DNS and at the upstream.
+	err = c.s.cfg.Pipeline.ScanHostName(req.RequestURI)
+	if err == nil && c.host != req.RequestURI {
+		err = c.s.cfg.Pipeline.ScanHostName(c.host)
+	}
+	if err != nil {
+		c.rejectConnect(b, redact.Redacted, err)
+		return
+	}
 	host, port, err := netguard.SplitHostPort(req.RequestURI)
 	if err == nil && port == 0 {
 		err = wire.Errorf(egressdapi.CodeInvalidRequest, "CONNECT needs host:port")
 	}
 	if err != nil {
 		c.rejectConnect(b, req.RequestURI, wire.Wrap(egressdapi.CodeInvalidRequest, "CONNECT target is not a valid host:port", err))
+		return
+	}
+	if err := c.s.cfg.Pipeline.ScanHostName(host); err != nil { // canonical (IDNA may map a spelling)
+		c.rejectConnect(b, redact.Redacted, err)
 		return
 	}
 	t := newTunnel(b, host, port)
@@ -109,11 +126,22 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	if !c.established() {
 		return
 	}
+	var refused error // the server name's refusal, when it had one
 	tc := tls.Server(&bufConn{Conn: c.c, r: c.br}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if refused = c.checkServerName(t, hello.ServerName); refused != nil {
+				return nil, errServerName
+			}
+			return nil, nil
+		},
 	})
 	c.setDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
 	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+		if refused != nil {
+			c.recordRefusal(t.b, refused, OpConnect, map[string]any{pipeline.KeyOrigin: t.authority(), "mode": "intercept"})
+			return
+		}
 		c.s.cfg.Logger.Info("proxy.tls_handshake_failed", slog.String(pipeline.KeyInvocation, t.b.Invocation),
 			slog.String(pipeline.KeyOrigin, t.authority()), slog.String("err", err.Error()))
 		return
@@ -123,6 +151,37 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	inner.tunnel = t
 	inner.serve()
 	_ = tc.Close()
+}
+
+// errServerName ends a handshake whose server name was refused (the
+// alert the client gets; the reason is in the audit record).
+var errServerName = errors.New("proxy: TLS server name refused")
+
+// checkServerName checks the server name (SNI, RFC 6066 section 3) of a
+// ClientHello inside an intercepted tunnel: it must hold no held value
+// (egress.secret_in_request) and, when sent, name the CONNECT host
+// (egress.invalid_request): egressd answers with a leaf for that host
+// and sends every request inside to it, so another name is either a
+// mistake or a channel. Without a name (a client that connects to an
+// address) there is nothing to check.
+func (c *conn) checkServerName(t *tunnel, name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := c.s.cfg.Pipeline.ScanHostName(name); err != nil {
+		return err
+	}
+	same := false
+	if a, err := netip.ParseAddr(name); err == nil {
+		ta, ok := netguard.HostAddr(t.host)
+		same = ok && ta == a.Unmap()
+	} else if host, port, err := c.s.cfg.Pipeline.SplitHostPort(name); err == nil && port == 0 {
+		same = host == t.host
+	}
+	if !same {
+		return wire.Errorf(egressdapi.CodeInvalidRequest, "the TLS server name names another host than the CONNECT")
+	}
+	return nil
 }
 
 // bufConn reads through the outer connection's buffer, which may already

@@ -43,6 +43,12 @@ func misdirected(err error) error {
 	return &statusError{status: http.StatusMisdirectedRequest, err: err}
 }
 
+// timedOut marks err as a 408 (RFC 9110 §15.5.9): the client was too
+// slow, not the upstream.
+func timedOut(err error) error {
+	return &statusError{status: http.StatusRequestTimeout, err: err}
+}
+
 // Status returns the HTTP status a refusal with err's code gets.
 func Status(err error) int {
 	var se *statusError
@@ -93,9 +99,16 @@ func (c *conn) refuse(err error, closeAfter bool) {
 // can cause one) is recorded at most Config.AuthAuditRate times a second;
 // past that it is answered as always and counted into the next such record.
 func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, fields map[string]any) {
+	c.recordRefusal(b, err, op, fields)
+	c.refuse(err, closeAfter)
+}
+
+// recordRefusal is reject without the answer (for a refusal that cannot
+// be answered in HTTP, such as a TLS server name): the audit record
+// (bounded without a bundle), the refused count and the decision line.
+func (c *conn) recordRefusal(b *bundle.Bundle, err error, op string, fields map[string]any) {
 	if b == nil && !c.s.authAudit.Allow() {
 		c.s.authSuppressed.Add(1)
-		c.refuse(err, closeAfter)
 		return
 	}
 	if fields == nil {
@@ -128,7 +141,6 @@ func (c *conn) reject(b *bundle.Bundle, err error, closeAfter bool, op string, f
 	}
 	c.s.cfg.Logger.Info("egress.decision", slog.String(pipeline.KeyDecision, "deny"), slog.String(pipeline.KeyReason, code),
 		slog.String(pipeline.KeyInvocation, inv), slog.String("op", op), slog.String("via", c.via))
-	c.refuse(err, closeAfter)
 }
 
 // auth returns the bundle that req's Proxy-Authorization names, checking

@@ -72,3 +72,19 @@ func TestAuthoritiesBounded(t *testing.T) {
 	}
 	is.Equal(a.n.Load(), int64(maxAuthorities))
 }
+
+// TestRawAuthority: the authority exactly as written, whatever follows it.
+func TestRawAuthority(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	for in, want := range map[string]string{
+		"https://API.Example.com:8443/a?b": "API.Example.com:8443",
+		"http://h?q":                       "h",
+		"https://h#f":                      "h",
+		"https://h":                        "h",
+		"no-scheme/x":                      "",
+		"https://":                         "",
+	} {
+		is.Equal(RawAuthority(in), want) // in
+	}
+}

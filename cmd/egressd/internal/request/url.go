@@ -81,3 +81,20 @@ func parseURL(s string, a *Authorities) (*Record, error) {
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
+
+// RawAuthority returns the authority of an absolute URL as its caller
+// wrote it (before netguard canonicalizes the host), or "" when s has
+// none: what host scanning reads besides the canonical host, since a
+// spelling that canonicalizes away (case, IDNA mapping) is still the
+// caller's text.
+func RawAuthority(s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return ""
+	}
+	rest := s[i+3:]
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	return rest
+}

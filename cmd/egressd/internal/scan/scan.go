@@ -9,6 +9,7 @@ package scan
 import (
 	"net/url"
 	"strings"
+	"unsafe"
 
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/lib/api/egressdapi"
@@ -113,27 +114,56 @@ func errInRequest() error {
 
 // Request refuses a request whose target (raw, and percent-decoded up to
 // MaxDecodeRounds times, with and without "+" as space), header names and
-// values, or body contains a held value in any form the Scrubber knows
-// (egress.secret_in_request).
+// values, or body contains a held value in any form the Scrubber knows:
+// the exact forms (Contains) and those it finds once escapes are undone,
+// in hex pairs with separators, or with invisible characters inserted
+// (ContainsDecoded) (egress.secret_in_request). The host is Host's.
 func (s Scanner) Request(rec *request.Record) error {
 	sc := s.Scrubber
 	var forms [4]string
-	for _, form := range AppendDecodedForms(forms[:0], rec.Target()) {
+	target := rec.Target()
+	for _, form := range AppendDecodedForms(forms[:0], target) {
 		if sc.Contains([]byte(form)) {
 			return errInRequest()
 		}
 	}
+	if sc.ContainsDecoded(view(target)) {
+		return errInRequest()
+	}
 	for name, vs := range rec.Header {
-		if sc.Contains([]byte(name)) {
+		if s.found(view(name)) {
 			return errInRequest()
 		}
 		for _, v := range vs {
-			if sc.Contains([]byte(v)) {
+			if s.found(view(v)) {
 				return errInRequest()
 			}
 		}
 	}
-	if sc.Contains(rec.Body) {
+	if s.found(rec.Body) {
+		return errInRequest()
+	}
+	return nil
+}
+
+// view is s's bytes, without a copy, for the Scrubber's methods, which
+// only read them.
+func view(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// found reports whether b holds a held value in any form the Scrubber
+// knows.
+func (s Scanner) found(b []byte) bool {
+	return s.Scrubber.Contains(b) || s.Scrubber.ContainsDecoded(b)
+}
+
+// Host refuses a host name or authority — a URL's (as written, and
+// canonical), a CONNECT target, a Host field, a TLS server name — that
+// holds a held value in any form the Scrubber knows or a host name forces
+// (redact.Scrubber.ContainsInHost: any letter case, base32, a value split
+// over labels) (egress.secret_in_request). Callers run it before the name
+// is resolved, dialled, sent or written to a log or an audit record.
+func (s Scanner) Host(host string) error {
+	if host != "" && s.Scrubber.ContainsInHost(host) {
 		return errInRequest()
 	}
 	return nil

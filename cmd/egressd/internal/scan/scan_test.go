@@ -1,9 +1,11 @@
 package scan
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/matryer/is"
@@ -102,4 +104,83 @@ func TestManual(t *testing.T) {
 	s := scanner()
 	s.Holds = func(b []byte) bool { return string(b) == "x" }
 	is.New(t).NoErr(s.Manual(rec(t, "https://api.test/a", "", "X-List", "ax ,;xb; y=xx"))) // only parts of tokens
+}
+
+// TestHostForms: a held value in a host name or authority, in each form a
+// name can carry, is egress.secret_in_request; a clean name, or one
+// holding only part of the value, is not.
+func TestHostForms(t *testing.T) {
+	t.Parallel()
+	s := scanner()
+	h := hex.EncodeToString([]byte(canary))
+	b32 := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte(canary)))
+	for _, tc := range []struct {
+		name, host string
+		want       bool
+	}{
+		{"hex", h + ".example.com", true},
+		{"hex over labels", h[:20] + "." + h[20:] + ".example.com:443", true},
+		{"base32, lowercased", b32 + ".example.com", true},
+		{"base64url, lowercased", strings.ToLower(base64.RawURLEncoding.EncodeToString([]byte(canary))) + ".example.com", true},
+		{"percent-encoded (a Host field)", url.PathEscape(canary) + ".example.com", true},
+		{"clean", "api.example.com:8443", false},
+		{"hex of part of the value", h[:len(h)-2] + ".example.com", false},
+		{"empty", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			err := s.Host(tc.host)
+			if !tc.want {
+				is.NoErr(err)
+				return
+			}
+			is.Equal(wire.CodeOf(err), egressdapi.CodeSecretInRequest)
+			is.True(!strings.Contains(err.Error(), h)) // the message names nothing
+		})
+	}
+}
+
+// TestRequestSpacedForms: a header value or a body holding the value as
+// separated hex or with invisible characters inserted is refused; the
+// same text past the bounds is not.
+func TestRequestSpacedForms(t *testing.T) {
+	t.Parallel()
+	h := hex.EncodeToString([]byte(canary))
+	var pairs []string
+	for i := 0; i < len(h); i += 2 {
+		pairs = append(pairs, h[i:i+2])
+	}
+	zw := func(gap string) string {
+		var b strings.Builder
+		for i, r := range canary {
+			if i > 0 {
+				b.WriteString(gap)
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, body string
+		hdr        []string
+		want       bool
+	}{
+		{"separated hex in a header", "", []string{"X-Dump", strings.Join(pairs, ":")}, true},
+		{"separated hex in the body", strings.ToUpper(strings.Join(pairs, " ")), nil, true},
+		{"zero-width spaces in the body", zw("\u200b\u200b"), nil, true},
+		{"four separators: past the bound", strings.Join(pairs, "::::"), nil, false},
+		{"three zero-width spaces: past the bound", zw("\u200b\u200b\u200b"), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			err := scanner().Request(rec(t, "https://other.test/", tc.body, tc.hdr...))
+			if tc.want {
+				is.Equal(wire.CodeOf(err), egressdapi.CodeSecretInRequest)
+			} else {
+				is.NoErr(err)
+			}
+		})
+	}
 }
