@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"hostkit.dev/lib/sock"
@@ -197,7 +198,7 @@ func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Reques
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "no answer before the deadline", Retry: wire.RetryAfterObserve, Err: err}
 		}
-		if errors.Is(err, io.EOF) || wire.HasCode(err, wire.CodeFrameTruncated) {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || wire.HasCode(err, wire.CodeFrameTruncated) {
 			return nil, &wire.Error{Code: wire.CodeConnectionClosed, Msg: "connection closed before the answer", Retry: wire.RetryAfterObserve, Err: err}
 		}
 		return nil, &wire.Error{Code: wire.CodeResponseMalformed, Msg: "answer could not be read", Retry: wire.RetryAfterObserve, Err: err}
@@ -218,6 +219,12 @@ func (c *Client) receive(ctx context.Context, conn *net.UnixConn, r *wire.Reques
 		if !bytes.Equal(ans.ID, r.ID) {
 			c.drop()
 			return nil, wire.Errorf(wire.CodeResponseMismatch, "answer is for another request")
+		}
+		if ans.Err.Code == wire.CodePeerDenied {
+			// A server whose Authenticate refused the peer closes the
+			// connection after this answer: a next call on it could be
+			// written before that close and be lost with it.
+			c.drop()
 		}
 		return nil, ans.Err.ToError()
 	}

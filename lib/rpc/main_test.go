@@ -33,8 +33,28 @@ func TestMain(m *testing.M) {
 	case "serve":
 		os.Exit(childServe())
 	}
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "rpcbin")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		sharedBin, err = copySelf(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rpc tests: copying the test binary:", err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
+
+// sharedBin is a copy of the test binary in a 0755 directory, made by
+// TestMain before any test runs: a copy written while parallel tests fork
+// children can be held open for writing by a child between its fork and
+// exec, and then executing it fails with ETXTBSY ("text file busy").
+var sharedBin string
 
 // childResult is what a "call" child prints.
 type childResult struct {
@@ -85,23 +105,25 @@ func childServe() int {
 	return 0
 }
 
-// testBinary copies the running test binary into dir (mode 0755), so a
-// child under another uid can execute it (go test's build dir is 0700).
-func testBinary(t *testing.T, dir string) string {
+// testBinary returns the copy of the test binary that a child under
+// another uid can execute (go test's build dir is 0700).
+func testBinary(t *testing.T, _ string) string {
 	t.Helper()
+	return sharedBin
+}
+
+// copySelf copies the running test binary into dir as rpc.test (0755).
+func copySelf(dir string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	b, err := os.ReadFile(self)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	dst := filepath.Join(dir, "rpc.test")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dst
+	return dst, os.WriteFile(dst, b, 0o755)
 }
 
 // runChildCall runs a "call" child as uid/gid and returns its result.
