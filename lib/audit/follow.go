@@ -84,24 +84,44 @@ func (fl *follower) poll() error {
 
 // catchUp emits records newer than fl.last from rotated files, oldest
 // first. A rotation while it runs shows as a file that moved or a gap in
-// seq; it then stops (having emitted only records in order) and retries,
-// accepting gaps after a few tries.
+// seq; it then stops (having emitted only records in order) and tries
+// again. A gap is accepted only when two passes in a row saw the same
+// files: then no rotation is under way and the records are really missing
+// (a line that does not parse), not still being moved.
 func (fl *follower) catchUp() error {
+	var prev []logFile
 	for try := 0; ; try++ {
-		done, err := fl.catchUpOnce(try >= 4)
+		files, err := listFiles(fl.dir, fl.name)
+		if err != nil {
+			return wire.Wrap(CodeIO, "cannot list the audit directory", err)
+		}
+		done, err := fl.catchUpOnce(files, try > 0 && sameFiles(prev, files))
 		if err != nil || done {
 			return err
 		}
+		prev = files
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// catchUpOnce makes one pass; done is false when it must be retried.
-func (fl *follower) catchUpOnce(acceptGaps bool) (done bool, err error) {
-	files, err := listFiles(fl.dir, fl.name)
-	if err != nil {
-		return false, wire.Wrap(CodeIO, "cannot list the audit directory", err)
+// sameFiles reports whether two listings name the same files, each
+// still the same inode (the active file may have grown: appends never
+// open a gap).
+func sameFiles(a, b []logFile) bool {
+	if len(a) != len(b) {
+		return false
 	}
+	for i := range a {
+		if a[i].path != b[i].path || !os.SameFile(a[i].info, b[i].info) {
+			return false
+		}
+	}
+	return true
+}
+
+// catchUpOnce makes one pass over files; done is false when it must be
+// retried.
+func (fl *follower) catchUpOnce(files []logFile, acceptGaps bool) (done bool, err error) {
 	start := 0 // the newest rotated file whose first seq is not past fl.last+1
 	for i := len(files) - 1; i >= 0; i-- {
 		if files[i].n == 0 {
