@@ -144,6 +144,14 @@ type AttachRequest struct {
 	Rows       uint16 `msgpack:"rows"`
 }
 
+// AttachBacklog is how far, in bytes of output, an attach client may fall
+// behind at any hop (the holder, supervisord's relay, hostctl's own
+// standard output) before it is dropped: the hop sends one whole error
+// frame with CodeStreamSlow and closes, and the agent runs on
+// (docs/supervisord.md, "Attach"). Output the kernel already holds in the
+// connection's send buffer is not counted.
+const AttachBacklog = 4 << 20
+
 // AttachResponse accepts an attach.
 type AttachResponse struct {
 	State string `msgpack:"state"`

@@ -19,7 +19,23 @@ const (
 	ExitNotFound    = 3 // the named thing does not exist
 	ExitDenied      = 4 // peer.denied or a permission error
 	ExitUnavailable = 5 // a daemon is not reachable or not healthy
+	// ExitAttach: an attach session, once accepted, failed in hostctl's
+	// hands: stream.slow_client (at any hop, hostctl's own standard output
+	// included), an error frame, a connection cut mid-frame or closed
+	// without an end, a frame that does not decode. As 125 in env(1) and
+	// container CLIs: the tool failed, not the program it runs.
+	ExitAttach = 125
 )
+
+// sessionError is a failure of an attach session after the server
+// accepted it (ExitAttach). err is its cause: a *wire.Error for the stream
+// (printed as its code and message), or a local failure (stdout).
+type sessionError struct{ err error }
+
+func (e sessionError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wire error, which printError prints.
+func (e sessionError) Unwrap() error { return e.err }
 
 // usageError marks a command-line mistake (exit 2).
 type usageError struct{ msg string }
@@ -51,11 +67,14 @@ func exitCode(err error) int {
 	var ue usageError
 	var ee exitError
 	var be bareGroupError
+	var se sessionError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &se):
+		return ExitAttach
 	case errors.As(err, &ue), errors.As(err, &be):
 		return ExitUsage
 	case errors.Is(err, flag.ErrHelp):

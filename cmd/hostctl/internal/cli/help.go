@@ -32,6 +32,12 @@ var helpTopics = map[string]string{
                   permission error reading a file (the system audit logs are root's)
   5  unavailable  a daemon is not reachable (daemon.unavailable), or doctor found an
                   expected daemon down
+125  attach       instance attach failed after the session began: stream.slow_client
+                  (it fell 4 MiB behind the output at the holder, at supervisord or
+                  on hostctl's own stdout; the instance runs on), an error frame, a
+                  connection cut inside a frame or closed without an exit, detach or
+                  error frame, a frame that does not decode. A refusal before the
+                  session began (instance.not_found, ...) keeps its code above
 
 Errors print "hostctl: <code>: <message>" on stderr, plus a "hint:" line where
 one helps.
@@ -89,7 +95,7 @@ hostctl audit reads those files directly, so it works while a daemon is down.
 // topicSummaries are the one-line descriptions of helpTopics in the
 // overview (`hostctl help`, `hostctl -h`); a test keeps the keys equal.
 var topicSummaries = map[string]string{
-	"exit-codes": "what each exit code (0-5) means",
+	"exit-codes": "what each exit code (0-5, 125) means",
 	"layout":     "where sockets, state and logs live; the paths this invocation resolves",
 	"roles":      "which users may call which op of each daemon",
 }

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,7 +30,7 @@ func instanceAttachCmd(g *globals) *ffcli.Command {
 		Name:       "attach",
 		ShortUsage: "hostctl instance attach ID",
 		ShortHelp:  "attach to an instance's terminal (detach with Ctrl-])",
-		LongHelp:   "Puts the local terminal in raw mode, replays the instance's recent output, forwards input and window size changes, and detaches on Ctrl-] (the instance keeps running). A tmux-backed instance is attached with `tmux -S <socket> attach`. The stream is raw terminal data; --json does not apply.",
+		LongHelp:   "Puts the local terminal in raw mode, replays the instance's recent output, forwards input and window size changes, and detaches on Ctrl-] (the instance keeps running). A tmux-backed instance is attached with `tmux -S <socket> attach`. The stream is raw terminal data; --json does not apply. A session that fails after it began exits 125 with the code on stderr: stream.slow_client when the output got more than 4 MiB ahead of this client at any hop, its own stdout included (the instance runs on), or a stream that broke (hostctl help exit-codes).",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			id, err := oneArg(fs, args, "instance attach", "an instance ID")
@@ -65,7 +67,11 @@ func (g *globals) attachTmux(ctx context.Context, id string) error {
 
 // attach runs one attach session: stdin → data frames (Ctrl-] → detach),
 // data frames → stdout, SIGWINCH → resize frames. With a terminal on
-// stdin it is put in raw mode for the session.
+// stdin it is put in raw mode for the session. The stream is read as it
+// arrives, whatever stdout does, so an error frame is always seen; output
+// waits for stdout in a queue bounded as the server's (api.AttachBacklog),
+// past which hostctl drops itself (stream.slow_client). A failure after
+// the session began is a sessionError (ExitAttach).
 func (g *globals) attach(ctx context.Context, c *api.Client, id string) error {
 	req := &api.AttachRequest{InstanceID: id}
 	inFile, isFile := g.stdin.(*os.File)
@@ -96,12 +102,21 @@ func (g *globals) attach(ctx context.Context, c *api.Client, id string) error {
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
+	out := newOutputQueue()
+	written := make(chan error, 1)
+	go func() { written <- out.writeTo(g.stdout) }()
 	inputDone := make(chan error, 1)
 	go func() { inputDone <- forwardInput(g.stdin, st) }()
 	res := make(chan error, 1)
-	go func() { res <- copyOutput(st, g.stdout) }()
+	go func() { res <- readOutput(st, out) }()
+	writeFailed := func(err error) error {
+		return sessionError{fmt.Errorf("writing the output: %w", err)}
+	}
+	drained := false
 	select {
 	case err = <-res:
+	case err = <-written: // a write to stdout failed (the queue is not closed yet)
+		err, drained = writeFailed(err), true
 	case err = <-inputDone:
 		// Detached (Ctrl-] or end of input): the server ends the stream.
 		// Whatever ends the stream after our detach (a detach frame, an
@@ -112,13 +127,30 @@ func (g *globals) attach(ctx context.Context, c *api.Client, id string) error {
 			case <-res:
 			case <-time.After(2 * time.Second):
 			}
+		} else {
+			err = sessionError{connectionError(err)}
 		}
 	}
-	if tty {
-		fmt.Fprint(g.stderr, "\r\n[detached]\r\n")
+	// Output already received goes to stdout first: all of it after a
+	// clean end; after a failure, what stdout takes within a second.
+	out.close()
+	switch {
+	case drained:
+	case err == nil:
+		if werr := <-written; werr != nil {
+			err = writeFailed(werr)
+		}
+	default:
+		select {
+		case <-written:
+		case <-time.After(time.Second):
+		}
 	}
 	if ctx.Err() != nil {
 		return nil
+	}
+	if tty && err == nil {
+		fmt.Fprint(g.stderr, "\r\n[detached]\r\n")
 	}
 	return err
 }
@@ -167,27 +199,101 @@ func forwardInput(r io.Reader, st *rpc.Stream) error {
 	}
 }
 
-// copyOutput writes data frames to w until the stream ends: detach and a
-// closed stream are nil; exit reports the status on nothing (the caller
-// prints); error is the frame's error.
-func copyOutput(st *rpc.Stream, w io.Writer) error {
+// readOutput reads the stream into out until it ends: nil after an exit,
+// detach or eof frame; a sessionError for an error frame, for a stream
+// that ended without one of those, for a frame that does not arrive whole
+// or does not decode, and when out is full (stdout fell behind).
+func readOutput(st *rpc.Stream, out *outputQueue) error {
 	for {
 		f, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return sessionError{wire.Errorf(wire.CodeConnectionClosed, "the attach stream ended without an exit, detach or error frame")}
+		}
 		if err != nil {
-			if wire.CodeOf(err) == wire.CodeStreamClosed || err == io.EOF {
-				return nil
-			}
-			return err
+			return sessionError{connectionError(err)}
 		}
 		switch f.T {
 		case wire.StreamData:
-			if _, err := w.Write(f.B); err != nil {
-				return err
+			if !out.add(f.B) {
+				return sessionError{wire.Errorf(api.CodeStreamSlow, "standard output fell %d MiB behind the instance's output; hostctl dropped the attach (the instance runs on)", api.AttachBacklog>>20)}
 			}
 		case wire.StreamExit, wire.StreamDetach, wire.StreamEOF:
 			return nil
 		case wire.StreamError:
-			return wire.Errorf(f.Code, "%s", f.Msg)
+			return sessionError{wire.Errorf(f.Code, "%s", f.Msg)}
 		}
 	}
+}
+
+// connectionError is err as a *wire.Error: its own (frame.truncated,
+// frame.malformed, ...), or connection.closed for a failure of the
+// connection itself.
+func connectionError(err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	return &wire.Error{Code: wire.CodeConnectionClosed, Msg: "the attach connection failed: " + err.Error(), Err: err}
+}
+
+// outputQueue holds output received but not yet written to stdout, at
+// most api.AttachBacklog bytes, so that reading the stream never waits
+// for stdout. Its writer swaps the buffer for its own and writes all of
+// it at once.
+type outputQueue struct {
+	mu     sync.Mutex
+	pend   []byte
+	closed bool
+	ready  chan struct{} // capacity 1: pend grew or the queue closed
+}
+
+func newOutputQueue() *outputQueue { return &outputQueue{ready: make(chan struct{}, 1)} }
+
+// add appends a copy of b; false when that would pass the bound.
+func (q *outputQueue) add(b []byte) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pend)+len(b) > api.AttachBacklog {
+		return false
+	}
+	q.pend = append(q.pend, b...)
+	q.signal()
+	return true
+}
+
+// close ends the queue: writeTo returns once it wrote what is pending.
+func (q *outputQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.signal()
+}
+
+func (q *outputQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// writeTo writes the queue's output to w until the queue is closed and
+// empty (nil) or a write fails.
+func (q *outputQueue) writeTo(w io.Writer) error {
+	var spare []byte
+	for range q.ready {
+		q.mu.Lock()
+		b, closed := q.pend, q.closed
+		q.pend = spare[:0]
+		q.mu.Unlock()
+		spare = b
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		if closed {
+			return nil
+		}
+	}
+	return nil
 }

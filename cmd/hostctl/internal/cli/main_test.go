@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // daemonProc is a daemon started as a real process for a test.
 type daemonProc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuf
 	socket string
 	done   chan error
 }
@@ -69,7 +69,7 @@ func shortRoot(t *testing.T) string {
 // startDaemon runs binary with -root root and waits until it answers health.
 func startDaemon(t *testing.T, binary, name, root string, args ...string) *daemonProc {
 	t.Helper()
-	p := &daemonProc{stderr: &bytes.Buffer{}, socket: filepath.Join(root, "run", name, "api.sock"), done: make(chan error, 1)}
+	p := &daemonProc{stderr: &syncBuf{mu: make(chan struct{}, 1)}, socket: filepath.Join(root, "run", name, "api.sock"), done: make(chan error, 1)}
 	if binary == "containerization-helper" {
 		// The helper also authenticates its peer's executable: this test
 		// binary polls its health, next to the hostctl built beside it.

@@ -20,6 +20,7 @@ import (
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/netns"
+	"hostkit.dev/cmd/supervisord/internal/outstream"
 	"hostkit.dev/cmd/supervisord/internal/proc"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -350,7 +351,7 @@ func (h *holder) drain(r *os.File, done chan struct{}) {
 		n, err := read(buf)
 		if n > 0 {
 			if h.hub.write(buf[:n]) {
-				time.Sleep(paceStep) // a client lags: let the relay run (bounded)
+				time.Sleep(outstream.PaceStep) // a client lags: let the relay run (bounded)
 			}
 		}
 		if err != nil {

@@ -2,36 +2,76 @@ package holder
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/outstream"
 )
 
-// TestHubCoalescesBulkOutput guards against one frame per PTY read:
-// output pending for a client is taken at once, the two buffers alternate
-// without the drain overwriting what the sender still writes, and the end
-// comes after the last output.
-func TestHubCoalescesBulkOutput(t *testing.T) {
+// received runs outstream.Send for q into one end of a pipe and returns
+// what the other end decoded: the output, the frames that are not data,
+// and whether Send reported the stream ended.
+func received(t *testing.T, q *outstream.Queue) (out []byte, others []*wire.StreamFrame, ended bool) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer b.Close()
+	res := make(chan bool, 1)
+	go func() {
+		ended, err := outstream.Send(q, outstream.NewWriter(a))
+		if err != nil {
+			t.Error(err)
+		}
+		a.Close()
+		res <- ended
+	}()
+	for {
+		p, err := wire.ReadFrame(b, 0)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			return out, others, <-res
+		}
+		f, err := wire.DecodeStreamFrame(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.T == wire.StreamData {
+			out = append(out, f.B...)
+		} else {
+			others = append(others, f)
+		}
+	}
+}
+
+// TestHubReplaysThenStreams guards against output lost or repeated between
+// the replay and the live output, and against an end that overtakes it.
+func TestHubReplaysThenStreams(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := newHub(1<<10, nil)
-	_, cl := h.subscribe()
-	chunk := bytes.Repeat([]byte{'x'}, 4<<10)
-	for range 16 {
-		h.write(chunk)
-	}
-	<-cl.ready
-	out, ended := h.take(cl)
-	is.Equal(len(out), 16*len(chunk)) // everything pending, as one take
-	is.True(!ended)
-	h.write([]byte("second"))
-	is.True(bytes.Equal(out, bytes.Repeat(chunk, 16))) // untouched while the sender writes it
-	h.write([]byte(" take"))
+	h := newHub(8, nil)
+	h.write([]byte("0123456789")) // the ring keeps the last 8 bytes
+	q := outstream.NewQueue(true, nil)
+	h.subscribe(q)
+	h.write([]byte(" live"))
 	h.end()
-	<-cl.ready
-	out, ended = h.take(cl)
-	is.Equal(string(out), "second take")
+	h.write([]byte(" after the end")) // the drain never does; nobody gets it
+	out, others, ended := received(t, q)
+	is.Equal(string(out), "23456789 live")
+	is.Equal(len(others), 0) // the holder sends the exit frame itself
+	is.True(ended)
+
+	late := outstream.NewQueue(false, nil) // subscribed after the end
+	h.subscribe(late)
+	out, _, ended = received(t, late)
+	is.Equal(string(out), " the end") // the replay, then the end at once
 	is.True(ended)
 }
 
@@ -50,24 +90,46 @@ func TestHubLogIsFlushedAtEnd(t *testing.T) {
 }
 
 // TestHubStalledClientIsDroppedAndPacingIsBounded guards against a stalled
-// client that slows the agent without bound: it is dropped past the
-// backlog, having asked for at most paceBudget of pauses.
+// client that slows the agent without bound or is dropped silently: past
+// the backlog it leaves the hub, having asked for at most 200 ms of
+// pauses, and its queue ends with exactly one stream.slow_client frame in
+// place of the output it held. Another client gets everything.
 func TestHubStalledClientIsDroppedAndPacingIsBounded(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	h := newHub(1<<10, nil)
-	_, cl := h.subscribe()
+	kicked := 0
+	stalled := outstream.NewQueue(true, func() { kicked++ })
+	h.subscribe(stalled)
 	chunk := make([]byte, 4<<10)
 	var paused time.Duration
-	for range 2 * clientBacklog / len(chunk) {
+	for range 2 * api.AttachBacklog / len(chunk) {
 		if h.write(chunk) {
-			paused += paceStep
+			paused += outstream.PaceStep
 		}
 	}
-	is.True(paused <= paceBudget)
+	is.True(paused <= 200*time.Millisecond) // the pacing budget
 	select {
-	case <-cl.dropped:
+	case <-stalled.Done():
 	default:
 		t.Fatal("a client past the backlog was not dropped")
 	}
+	is.Equal(kicked, 1)                            // its sender was woken once
+	is.True(stalled.Dropped() > api.AttachBacklog) // dropped for being behind
+	is.Equal(len(h.clients), 0)                    // and left the hub
+	out, others, ended := received(t, stalled)
+	is.Equal(len(out), 0) // what it held is not sent
+	is.Equal(len(others), 1)
+	is.Equal(others[0].Code, api.CodeStreamSlow)
+	is.True(!ended)
+
+	keeps := outstream.NewQueue(true, nil) // a client that takes its output
+	h.subscribe(keeps)
+	done := make(chan []byte)
+	go func() { out, _, _ := received(t, keeps); done <- out }()
+	for range 64 {
+		h.write(chunk)
+	}
+	h.end()
+	is.Equal(len(<-done), 1<<10+64*len(chunk)) // the replay and all of it
 }

@@ -41,12 +41,11 @@ func (r *ring) Write(p []byte) {
 	r.start = (pos + len(p)) % size
 }
 
-// Bytes returns a copy of the held bytes, oldest first.
-func (r *ring) Bytes() []byte {
+// segments returns the held bytes, oldest first, as at most two slices of
+// the ring's own buffer (valid until the next Write).
+func (r *ring) segments() [2][]byte {
 	if !r.full {
-		return append([]byte(nil), r.buf[:r.n]...)
+		return [2][]byte{r.buf[:r.n]}
 	}
-	out := make([]byte, 0, len(r.buf))
-	out = append(out, r.buf[r.start:]...)
-	return append(out, r.buf[:r.start]...)
+	return [2][]byte{r.buf[r.start:], r.buf[:r.start]}
 }

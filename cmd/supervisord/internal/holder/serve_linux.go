@@ -4,9 +4,8 @@ package holder
 
 import (
 	"context"
-	"net"
+	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,12 +13,12 @@ import (
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
+	"hostkit.dev/cmd/supervisord/internal/outstream"
 	"hostkit.dev/cmd/supervisord/internal/proc"
 )
 
-// sendTimeout bounds one write to an attached client: a client that cannot
-// take a frame in this time is dropped.
-const sendTimeout = 5 * time.Second
+// inputTimeout bounds one write of a client's input to the PTY.
+const inputTimeout = 5 * time.Second
 
 func (h *holder) ops() []rpc.Op {
 	return []rpc.Op{
@@ -98,38 +97,27 @@ func (h *holder) input(b []byte) {
 	if p == nil || isClosed(h.finished) {
 		return
 	}
-	p.SetWriteDeadline(time.Now().Add(sendTimeout))
+	p.SetWriteDeadline(time.Now().Add(inputTimeout))
 	_, _ = p.Write(b)
 }
 
 // attach replays the ring, then streams output until the client detaches,
-// falls behind (stream.slow_client), or the tree ends (an exit frame).
+// falls behind (one stream.slow_client frame, then the end), or the tree
+// ends (an exit frame). Every frame goes out whole: the Writer writes only
+// what the client's socket takes without blocking, and the client's queue
+// (outstream.Queue) decides that it is slow.
 func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
-	snap, cl := h.hub.subscribe()
-	defer h.hub.unsubscribe(cl)
-	setSendBuffer(st.Conn())
-	// Data frames are written without copying the output (DataWriter);
-	// wmu keeps them and st.Send's frames whole.
-	var wmu sync.Mutex
-	var dw DataWriter
-	send := func(f *wire.StreamFrame) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
-		return st.Send(f)
-	}
-	sendData := func(b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		st.Conn().SetWriteDeadline(time.Now().Add(sendTimeout))
-		return dw.Write(st.Conn(), b)
-	}
-	recvDone := make(chan error, 1)
+	w := outstream.NewWriter(st.Conn())
+	q := outstream.NewQueue(true, w.Interrupt)
+	h.hub.subscribe(q)
+	defer h.hub.unsubscribe(q)
+	recvDone := make(chan struct{})
 	go func() {
+		defer close(recvDone)
 		for {
 			f, err := st.Recv()
 			if err != nil {
-				recvDone <- err
+				q.Abort(nil)
 				return
 			}
 			switch f.T {
@@ -138,75 +126,43 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 			case wire.StreamResize:
 				if err := h.resize(f.Rows, f.Cols); err != nil {
 					we := wire.AsError(err)
-					_ = send(&wire.StreamFrame{T: wire.StreamError, Code: we.Code, Msg: we.Msg})
-					recvDone <- nil
+					q.Abort(&wire.StreamFrame{T: wire.StreamError, Code: we.Code, Msg: we.Msg})
 					return
 				}
 			case wire.StreamDetach, wire.StreamExit, wire.StreamError:
-				recvDone <- nil
+				q.Abort(nil)
 				return
 			}
 		}
 	}()
+	stop := context.AfterFunc(ctx, func() { q.Abort(nil) })
+	defer stop()
 	defer func() { st.Close(); <-recvDone }()
-	for len(snap) > 0 {
-		n := min(len(snap), 64<<10)
-		if err := send(&wire.StreamFrame{T: wire.StreamData, B: snap[:n]}); err != nil {
-			return nil
-		}
-		snap = snap[n:]
+	ended, err := outstream.Send(q, w)
+	if n := q.Dropped(); n > 0 {
+		h.log.Warn("holder.attach_dropped", slog.String("code", api.CodeStreamSlow), slog.Int("behind_bytes", n))
 	}
-	for {
-		select {
-		case <-cl.ready:
-			b, ended := h.hub.take(cl)
-			if len(b) > 0 {
-				if err := sendData(b); err != nil {
-					return nil
-				}
-			}
-			if ended {
-				return h.sendExit(ctx, send)
-			}
-		case <-cl.dropped:
-			_ = send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeStreamSlow, Msg: "client fell behind the output and was dropped"})
-			return nil
-		case err := <-recvDone:
-			recvDone <- err
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
+	if err != nil || !ended {
+		return nil
 	}
+	return h.sendExit(q, w)
 }
 
-// sendExit waits for the leader's exit status and sends the exit frame.
-func (h *holder) sendExit(ctx context.Context, send func(*wire.StreamFrame) error) error {
+// sendExit waits for the leader's exit status and sends the exit frame
+// (unless the stream was aborted first: the client left, the holder
+// stops serving).
+func (h *holder) sendExit(q *outstream.Queue, w *outstream.Writer) error {
 	h.mu.Lock()
 	leaderDone := h.leaderDone
 	h.mu.Unlock()
 	select {
 	case <-leaderDone:
-	case <-ctx.Done():
+	case <-q.Done():
 		return nil
 	}
 	h.mu.Lock()
 	code := ExitCode(h.exit)
 	h.mu.Unlock()
-	_ = send(&wire.StreamFrame{T: wire.StreamExit, Status: code})
+	_ = w.Frame(&wire.StreamFrame{T: wire.StreamExit, Status: code})
 	return nil
-}
-
-// sendBuffer is the send buffer of an attach connection: room for a few
-// frames of FrameMax bytes, so that a sender hands a whole frame to the
-// kernel and the reader takes it in one read, instead of the two sides
-// taking turns at the default ~200 KiB (wmem_default). The kernel caps it
-// at net.core.wmem_max.
-const sendBuffer = 4 * FrameMax
-
-// setSendBuffer sets c's send buffer to sendBuffer when c is a socket.
-func setSendBuffer(c net.Conn) {
-	if s, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
-		_ = s.SetWriteBuffer(sendBuffer)
-	}
 }

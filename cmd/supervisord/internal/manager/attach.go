@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/outstream"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -38,8 +40,15 @@ func (m *Manager) OpenAttach(ctx context.Context, call *rpc.Call, req *api.Attac
 		}
 		return nil, err
 	}
-	m.streams.Store(string(call.ID), hc)
+	m.streams.Store(string(call.ID), openedAttach{hc: hc, id: md.ID})
 	return &api.AttachResponse{State: md.State}, nil
+}
+
+// openedAttach is an attach stream OpenAttach opened at the holder, kept
+// for AttachStream.
+type openedAttach struct {
+	hc *net.UnixConn
+	id string // the instance id
 }
 
 // ended reports whether md's tree has ended although metadata.json does
@@ -59,50 +68,30 @@ func (m *Manager) ended(ctx context.Context, md *store.Metadata, holderGone bool
 }
 
 // AttachStream relays frames between the client and the holder until
-// either side ends. Data frames from the holder that are byte for byte
-// canonical (holder.IsDataFrame) are forwarded as they are; any other
-// frame is decoded (and so validated) and sent again. A client that
-// cannot take a frame for 5 s is dropped; the holder's own bounded queue
-// keeps it from blocking the agent.
+// either side ends. The holder's output goes through a queue of the
+// relay's own (outstream.Queue), read from the holder as it comes, so the
+// relay never stalls the holder; a client that falls more than
+// api.AttachBacklog behind here gets one whole stream.slow_client frame
+// and the end, as at the holder. Data frames are taken from the holder
+// without decoding (outstream.DataOf); any other frame is decoded (and so
+// validated) before it is passed on.
 func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
 	v, ok := m.streams.LoadAndDelete(string(call.ID))
 	if !ok {
 		return wire.Errorf(wire.CodeInternal, "attach stream was not opened")
 	}
-	hc := v.(*net.UnixConn)
-	setSendBuffer(st.Conn())
-	var wg sync.WaitGroup
+	hc, id := v.(openedAttach).hc, v.(openedAttach).id
+	w := outstream.NewWriter(st.Conn())
+	q := outstream.NewQueue(false, w.Interrupt)
 	var once sync.Once
-	closeBoth := func() { once.Do(func() { hc.Close(); st.Close() }) }
+	closeBoth := func() { once.Do(func() { q.Abort(nil); hc.Close(); st.Close() }) }
+	var wg sync.WaitGroup
+	defer wg.Wait() // after closeBoth (defers run last first)
+	defer closeBoth()
+	stop := context.AfterFunc(ctx, closeBoth)
+	defer stop()
 	wg.Add(2)
-	go func() { // holder → client
-		defer wg.Done()
-		defer closeBoth()
-		fr := frameReader{c: hc}
-		for {
-			frame, err := fr.next()
-			var f *wire.StreamFrame
-			if err == nil && !holder.IsDataFrame(frame[4:]) {
-				f, err = wire.DecodeStreamFrame(frame[4:]) // validates it
-			}
-			if err != nil {
-				st.Conn().SetWriteDeadline(time.Now().Add(time.Second))
-				_ = st.Send(&wire.StreamFrame{T: wire.StreamError, Code: api.CodeInstanceNotRunning, Msg: "the holder ended the stream"})
-				return
-			}
-			// Only this goroutine writes to st while the relay runs.
-			st.Conn().SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if f == nil {
-				if _, err := st.Conn().Write(frame); err != nil {
-					return
-				}
-				continue
-			}
-			if err := st.Send(f); err != nil || f.Ends() {
-				return
-			}
-		}
-	}()
+	go func() { defer wg.Done(); fromHolder(hc, q) }()
 	go func() { // client → holder
 		defer wg.Done()
 		defer closeBoth()
@@ -126,20 +115,50 @@ func (m *Manager) AttachStream(ctx context.Context, call *rpc.Call, st *rpc.Stre
 			}
 		}
 	}()
-	stop := context.AfterFunc(ctx, closeBoth)
-	defer stop()
-	wg.Wait()
+	_, _ = outstream.Send(q, w)
+	if n := q.Dropped(); n > 0 {
+		m.cfg.Logger.Warn("instance.attach_dropped", slog.String("instance", id), slog.String("code", api.CodeStreamSlow), slog.Int("behind_bytes", n))
+	}
 	return nil
 }
 
-// sendBuffer is the send buffer of the client's attach connection, as
-// the holder's (room for a few frames of holder.FrameMax bytes); the
-// kernel caps it at net.core.wmem_max.
-const sendBuffer = 4 * holder.FrameMax
-
-// setSendBuffer sets c's send buffer to sendBuffer when c is a socket.
-func setSendBuffer(c net.Conn) {
-	if s, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
-		_ = s.SetWriteBuffer(sendBuffer)
+// fromHolder reads the holder's frames into q until the stream ends:
+// output is added as it comes; the holder's stream.slow_client (the relay
+// itself fell behind) aborts q, so the client is told at once; another
+// frame that ends the stream ends q after the output; a holder that ends
+// the stream without one (it closed, or cut a frame) ends q with
+// instance.not_running. Past the relay's bound, q aborts itself
+// (stream.slow_client) and the holder's connection is closed.
+func fromHolder(hc net.Conn, q *outstream.Queue) {
+	notRunning := &wire.StreamFrame{T: wire.StreamError, Code: api.CodeInstanceNotRunning, Msg: "the holder ended the stream"}
+	fr := frameReader{c: hc}
+	for {
+		frame, err := fr.next()
+		if err != nil {
+			q.End(notRunning)
+			return
+		}
+		b, isData := outstream.DataOf(frame[4:])
+		if !isData {
+			f, err := wire.DecodeStreamFrame(frame[4:]) // validates it
+			switch {
+			case err != nil:
+				q.End(notRunning)
+				return
+			case f.T == wire.StreamError && f.Code == api.CodeStreamSlow:
+				q.Abort(f)
+				return
+			case f.Ends():
+				q.End(f)
+				return
+			case f.T != wire.StreamData:
+				continue // resize, eof: nothing for the client
+			}
+			b = f.B
+		}
+		if _, ok := q.Add(b); !ok {
+			hc.Close()
+			return
+		}
 	}
 }

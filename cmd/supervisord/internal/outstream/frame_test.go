@@ -1,13 +1,9 @@
-package holder
+package outstream
 
 import (
 	"bytes"
 	"io"
-	"net"
-	"os"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/matryer/is"
 	"hostkit.dev/lib/wire"
@@ -45,16 +41,7 @@ func TestAppendDataFrameMatchesWire(t *testing.T) {
 func TestDataWriterMatchesAppendDataFrame(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	is.NoErr(err)
-	conn := func(fd int) net.Conn {
-		f := os.NewFile(uintptr(fd), "pair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		is.NoErr(err)
-		return c
-	}
-	a, b := conn(fds[0]), conn(fds[1])
+	a, b := socketPair(t)
 	defer a.Close()
 	out := make([]byte, 2*FrameMax+300)
 	for i := range out {
@@ -105,7 +92,8 @@ func TestIsDataFrame(t *testing.T) {
 }
 
 // FuzzIsDataFrame checks that whatever IsDataFrame accepts, the wire
-// decoder accepts as a data frame whose re-encoding is the same bytes.
+// decoder accepts as a data frame whose re-encoding is the same bytes,
+// and whose b is what DataOf returns.
 func FuzzIsDataFrame(f *testing.F) {
 	for _, n := range []int{1, 255, 256, 65535, 65536} {
 		f.Add(AppendDataFrame(nil, bytes.Repeat([]byte{'y'}, n))[4:])
@@ -118,6 +106,9 @@ func FuzzIsDataFrame(f *testing.F) {
 		fr, err := wire.DecodeStreamFrame(p)
 		if err != nil || fr.T != wire.StreamData {
 			t.Fatalf("accepted %x, but the decoder says %v, %+v", p, err, fr)
+		}
+		if b, _ := DataOf(p); !bytes.Equal(b, fr.B) {
+			t.Fatalf("DataOf(%x) = %x, the decoder's b is %x", p, b, fr.B)
 		}
 		again, err := wire.Marshal(fr)
 		if err != nil || !bytes.Equal(again, p) {

@@ -1,4 +1,4 @@
-package holder
+package outstream
 
 import (
 	"encoding/binary"
@@ -14,8 +14,8 @@ import (
 //	offset 4: 0x82 (map of 2), 0xa1 'b', bin8/16/32 header, b...,
 //	          0xa1 't', 0xa4 "data"
 //
-// The attach path sends bulk output through it; other frames go through
-// rpc.Stream.Send. b must not be empty (an empty B is omitted by the
+// Writer sends output as such frames (through DataWriter); other frames
+// are encoded with wire.Marshal. b must not be empty (an empty B is omitted by the
 // encoder; callers never send empty data).
 func AppendDataFrame(dst, b []byte) []byte {
 	dst = appendDataHeader(dst, len(b))
@@ -80,12 +80,19 @@ func (w *DataWriter) Write(c net.Conn, b []byte) error {
 // a non-empty b: the layout AppendDataFrame writes, with the smallest bin
 // header for its length and nothing after the trailer. Such a payload is
 // what wire.DecodeStreamFrame accepts as a data frame and wire.Marshal
-// would write for it (a fuzz test checks both), so a relay may forward it
-// byte for byte instead of decoding and re-encoding it.
+// would write for it (a fuzz test checks both), so a relay may take its
+// output (DataOf) without decoding it.
 func IsDataFrame(payload []byte) bool {
+	_, ok := DataOf(payload)
+	return ok
+}
+
+// DataOf returns the output a data frame's payload carries (a slice of
+// payload) when IsDataFrame(payload), and false otherwise.
+func DataOf(payload []byte) ([]byte, bool) {
 	p := payload
 	if len(p) < 5 || p[0] != 0x82 || p[1] != 0xa1 || p[2] != 'b' {
-		return false
+		return nil, false
 	}
 	var n, h int
 	switch p[3] {
@@ -93,25 +100,25 @@ func IsDataFrame(payload []byte) bool {
 		n, h = int(p[4]), 2
 	case 0xc5:
 		if len(p) < 6 {
-			return false
+			return nil, false
 		}
 		n, h = int(binary.BigEndian.Uint16(p[4:])), 3
 		if n <= 0xff {
-			return false
+			return nil, false
 		}
 	case 0xc6:
 		if len(p) < 8 {
-			return false
+			return nil, false
 		}
 		n, h = int(binary.BigEndian.Uint32(p[4:])), 5
 		if n <= 0xffff {
-			return false
+			return nil, false
 		}
 	default:
-		return false
+		return nil, false
 	}
-	if n == 0 || len(p) != 3+h+n+len(dataTrailer) {
-		return false
+	if n == 0 || len(p) != 3+h+n+len(dataTrailer) || string(p[3+h+n:]) != string(dataTrailer) {
+		return nil, false
 	}
-	return string(p[3+h+n:]) == string(dataTrailer)
+	return p[3+h : 3+h+n], true
 }
