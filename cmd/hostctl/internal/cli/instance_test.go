@@ -45,6 +45,9 @@ func provisionJSON(t *testing.T, root string, args ...string) instanceJSON {
 	if err := json.Unmarshal([]byte(out), &in); err != nil {
 		t.Fatalf("provision output %q: %v", out, err)
 	}
+	// Instances outlive supervisord by design: destroy it before the
+	// daemon's own cleanup (registered earlier, so run later) stops it.
+	t.Cleanup(func() { runCLI("-root", root, "instance", "destroy", in.InstanceID) })
 	return in
 }
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/proctest"
 	"hostkit.dev/lib/rpc"
 )
 
@@ -23,7 +23,7 @@ var binDir string
 // TestMain builds every binary once, and makes this process a child
 // subreaper: PID 1 on the test machines does not reap orphans.
 func TestMain(m *testing.M) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := proctest.Subreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "subreaper:", err)
 		os.Exit(1)
 	}
@@ -43,6 +43,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if left := proctest.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d processes left behind by the tests (ended now):\n", len(left))
+		for _, p := range left {
+			fmt.Fprintf(os.Stderr, "  %d %s\n", p.PID, p.Args)
+		}
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
