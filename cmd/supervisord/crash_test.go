@@ -94,9 +94,12 @@ type crashStack struct {
 	marks string // the fault marker directory
 }
 
-func newCrashStack(t *testing.T) *crashStack {
+func newCrashStack(t *testing.T) *crashStack { return newCrashStackIn(t, "/tmp") }
+
+// newCrashStackIn is newCrashStack with the root made under base.
+func newCrashStackIn(t *testing.T, base string) *crashStack {
 	t.Helper()
-	s := &crashStack{egressStack: newEgressStack(t, "-holder-pool", "2")}
+	s := &crashStack{egressStack: newEgressStackIn(t, base, "-holder-pool", "2")}
 	_, err := s.sdc.CredentialPut(context.Background(), &secretdapi.CredentialPutRequest{Name: "api2", Value: []byte(egressCanary + "-2"),
 		Destinations: []string{s.origin}, Targets: []secretdapi.TargetSpec{{Target: "query:key"}}}, "")
 	if err != nil {
@@ -235,7 +238,7 @@ func (s *crashStack) leftovers(acked map[string]int64) []string {
 func (s *crashStack) waitClean(t *testing.T, acked map[string]int64) {
 	t.Helper()
 	var bad []string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if bad = s.leftovers(acked); len(bad) == 0 {
 			return
 		}
