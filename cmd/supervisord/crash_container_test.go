@@ -14,8 +14,6 @@ import (
 
 	"github.com/matryer/is"
 	api "hostkit.dev/lib/api/supervisordapi"
-	"hostkit.dev/lib/rpc"
-	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/container"
 	"hostkit.dev/cmd/supervisord/internal/fault"
@@ -61,47 +59,7 @@ func TestCrashAtEveryStepContainer(t *testing.T) {
 			req.InstanceID = api.NewID()
 			id := req.InstanceID
 			ids = append(ids, id)
-			if tc.op != "provision" {
-				_, err := e.c.Provision(ctx, ptr(req))
-				is.NoErr(err)
-			}
-			e.kill()
-			bootAt(t, e, marks, tc.point)
-			done := make(chan error, 1)
-			go func() {
-				rc := rpc.NewClient(e.sock(), 60*time.Second)
-				defer rc.Close()
-				c := api.NewClient(rc)
-				var err error
-				switch tc.op {
-				case "provision":
-					_, err = c.Provision(ctx, ptr(req))
-				case "stop":
-					_, err = c.Stop(ctx, id)
-				default:
-					err = c.Destroy(ctx, id)
-				}
-				done <- err
-			}()
-			waitMark(t, e, marks, tc.point)
-			e.kill()
-			is.True(<-done != nil) // never acknowledged
-			bootAt(t, e, marks, "")
-			var got string
-			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-				st, err := e.c.Status(ctx, id)
-				if got = "gone"; err == nil {
-					got = st.State
-				} else if wire.CodeOf(err) != api.CodeInstanceNotFound {
-					got = wire.CodeOf(err)
-				}
-				if got == tc.want {
-					break
-				}
-			}
-			if got != tc.want {
-				t.Fatalf("after restart: %s, want %s\nsupervisord: %s", got, tc.want, e.cmd.Stderr)
-			}
+			crashAt(t, e, marks, tc.op, tc.point, tc.want, ptr(req))
 			containerClean(t, e, ids)
 			if tc.want == "gone" && tc.op == "provision" {
 				_, err := e.c.Provision(ctx, ptr(req)) // the id is free again

@@ -154,6 +154,60 @@ func waitMark(t *testing.T, s *env, marks, point string) {
 	}
 }
 
+// crashAt kills e's supervisord (faultinject build) at pause point while
+// it carries out op (provision of req; stop or destroy of req's instance,
+// which is provisioned first), checks that op was not acknowledged,
+// restarts supervisord and waits (up to 30 s: stop and destroy intents
+// are finished in the background) until req's instance is want: gone,
+// or a state.
+func crashAt(t *testing.T, e *env, marks, op, point, want string, req *api.ProvisionRequest) {
+	t.Helper()
+	ctx := context.Background()
+	id := req.InstanceID
+	if op != "provision" { // an acknowledged instance to stop or destroy
+		if _, err := e.c.Provision(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.kill()
+	bootAt(t, e, marks, point)
+	done := make(chan error, 1)
+	go func() {
+		rc := rpc.NewClient(e.sock(), 60*time.Second)
+		defer rc.Close()
+		c := api.NewClient(rc)
+		var err error
+		switch op {
+		case "provision":
+			_, err = c.Provision(ctx, req)
+		case "stop":
+			_, err = c.Stop(ctx, id)
+		default:
+			err = c.Destroy(ctx, id)
+		}
+		done <- err
+	}()
+	waitMark(t, e, marks, point)
+	e.kill()
+	if err := <-done; err == nil {
+		t.Fatalf("%s answered although supervisord was killed at %s", op, point)
+	}
+	bootAt(t, e, marks, "")
+	var got string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		st, err := e.c.Status(ctx, id)
+		if got = "gone"; err == nil {
+			got = st.State
+		} else if wire.CodeOf(err) != api.CodeInstanceNotFound {
+			got = wire.CodeOf(err)
+		}
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("after restart: %s, want %s\nsupervisord: %s", got, want, e.cmd.Stderr)
+}
+
 // leftovers lists what violates the crash invariants now: a directory
 // under the instance root that is no instance; a lease at secretd (a
 // finished provision consumed its own, an undone one revoked them); a
@@ -370,49 +424,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			is := is.New(t)
 			req := credReq()
 			id := req.InstanceID
-			if tc.op != "provision" { // an acknowledged instance to stop or destroy
-				_, err := s.c.Provision(ctx, req)
-				is.NoErr(err)
-			}
-			s.kill()
-			s.bootAt(t, tc.point)
-			done := make(chan error, 1)
-			go func() {
-				rc := rpc.NewClient(s.sock(), 60*time.Second)
-				defer rc.Close()
-				c := api.NewClient(rc)
-				var err error
-				switch tc.op {
-				case "provision":
-					_, err = c.Provision(ctx, req)
-				case "stop":
-					_, err = c.Stop(ctx, id)
-				default:
-					err = c.Destroy(ctx, id)
-				}
-				done <- err
-			}()
-			s.waitMark(t, tc.point)
-			s.kill()
-			is.True(<-done != nil) // never acknowledged
-			s.bootAt(t, "")
-			// A stop or destroy intent is finished in the background:
-			// wait for the outcome, then for a clean state.
-			var got string
-			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-				st, err := s.c.Status(ctx, id)
-				if got = "gone"; err == nil {
-					got = st.State
-				} else if wire.CodeOf(err) != api.CodeInstanceNotFound {
-					got = wire.CodeOf(err)
-				}
-				if got == tc.want {
-					break
-				}
-			}
-			if got != tc.want {
-				t.Fatalf("after restart: %s, want %s\nsupervisord: %s", got, tc.want, s.cmd.Stderr)
-			}
+			crashAt(t, s.env, s.marks, tc.op, tc.point, tc.want, req)
 			s.waitClean(t, nil)
 			if tc.op == "provision" && tc.want == "gone" {
 				b, err := os.ReadFile(filepath.Join(s.root, "log", "supervisord", "audit.jsonl"))
