@@ -302,7 +302,7 @@ func (s *crashStack) waitClean(t *testing.T, acked map[string]int64) {
 
 // agentProcs maps every live process of an instance under this root to
 // its instance id (its environment names the instance and this root's
-// CA bundle; other roots' agents on the machine are not ours).
+// CA bundle; other stacks' agents are not this one's).
 func (s *crashStack) agentProcs() map[int]string {
 	out := map[int]string{}
 	mark := []byte(filepath.Join(s.root, "run", "public"))
@@ -342,13 +342,24 @@ func (s *crashStack) holders() map[int][]string {
 	return out
 }
 
+// pids lists this test process's descendants: every process of the
+// stacks it started, also the orphans of a killed supervisord, since this
+// process is a child subreaper (TestMain). One stat read per process
+// keeps a check cheap on a machine with thousands of other processes.
 func pids() []int {
 	ents, _ := os.ReadDir("/proc")
-	var out []int
+	children := map[int][]int{}
 	for _, e := range ents {
 		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, pid)
+			if pp := ppid(pid); pp > 0 {
+				children[pp] = append(children[pp], pid)
+			}
 		}
+	}
+	var out []int
+	for queue := children[os.Getpid()]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
 	}
 	return out
 }
