@@ -93,10 +93,21 @@ func TestManyInstancesConcurrently(t *testing.T) {
 	e := start(t, "-host-runtime-enabled", "yes")
 	t0 := time.Now()
 	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = api.NewID()
+	}
+	// A failure must not leave agents behind: a provision whose answer
+	// came too late for the test may still have finished, and List would
+	// not have shown it to the clean-up of start. Destroy waits for the
+	// instance's lock, so it follows any provision still under way.
+	t.Cleanup(func() {
+		for _, id := range ids {
+			e.c.Destroy(context.Background(), id)
+		}
+	})
 	errs := make(chan error, 200)
 	var wg sync.WaitGroup
 	for i := range ids {
-		ids[i] = api.NewID()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -29,8 +29,9 @@ func egressFlags(fs *flag.FlagSet) *egressConfig {
 	return c
 }
 
-// client builds the egress client from the flags and the layout.
-func (c *egressConfig) client(l daemon.Layout, log *slog.Logger) *egress.Client {
+// client builds the egress client from the flags and the layout; owner
+// is supervisord's owner id.
+func (c *egressConfig) client(l daemon.Layout, log *slog.Logger, owner string) *egress.Client {
 	sd, eg := *c.secretdSocket, *c.egressdSocket
 	if sd == "" {
 		sd = l.Socket(daemon.NameSecretd)
@@ -41,7 +42,7 @@ func (c *egressConfig) client(l daemon.Layout, log *slog.Logger) *egress.Client 
 	if !bool(c.required) {
 		log.Warn("supervisord.egress_not_required", slog.String("warning", "-egress-required=false: agents without credentials start without any proxy environment when egressd is unreachable"))
 	}
-	return egress.New(egress.Config{SecretdSocket: sd, EgressdSocket: eg, Required: bool(c.required), Logger: log})
+	return egress.New(egress.Config{SecretdSocket: sd, EgressdSocket: eg, Required: bool(c.required), Logger: log, Owner: owner})
 }
 
 // watcher is the run-group actor that polls egressd's epoch.

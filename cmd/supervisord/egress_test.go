@@ -171,6 +171,12 @@ func (s *egressStack) received() []string {
 
 func newEgressStack(t *testing.T, supervisordArgs ...string) *egressStack {
 	t.Helper()
+	return newEgressStackIn(t, "/tmp", supervisordArgs...)
+}
+
+// newEgressStackIn is newEgressStack with the root made under base.
+func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egressStack {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (agents run under their own uid; egressd checks loopback listeners' owners)")
 	}
@@ -178,7 +184,7 @@ func newEgressStack(t *testing.T, supervisordArgs ...string) *egressStack {
 		t.Fatal("needs /usr/bin/curl (scripts/setup installs it)")
 	}
 	is := is.New(t)
-	root, err := os.MkdirTemp("/tmp", "hk")
+	root, err := os.MkdirTemp(base, "hk")
 	is.NoErr(err)
 	os.Chmod(root, 0o755) // agents read the public CA bundle under it
 	s := &egressStack{env: &env{t: t, root: root}}

@@ -56,28 +56,33 @@ func TestMain(m *testing.M) {
 
 // reapOrphans reaps children that are not the daemons tests start
 // (those are waited for by exec.Cmd): only pids reparented to us. A
-// zombie is reaped only when the previous tick (50 ms before) already saw
-// it: a program a test runs itself (umoci, runc) is a zombie for the
+// program a test runs itself (go build, umoci, runc) is a zombie for the
 // moment between its exit and its exec.Cmd's wait, and reaping it then
 // would steal its status (the wait fails with ECHILD, "waitid: no child
-// processes").
+// processes"); on a loaded machine that moment passed 50 ms. Such a
+// program runs in this process's session, where every orphan of ours
+// (holders, agents) has a session of its own: a zombie of another
+// session is reaped once two ticks (50 ms apart) saw it, one of our own
+// session only after 2 s.
 func reapOrphans(stop chan struct{}) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	seen := map[int]bool{} // zombies the last tick saw
+	self, _ := unix.Getsid(0)
+	seen := map[int]int{} // zombie → ticks that saw it
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		now := map[int]bool{}
+		now := map[int]int{}
 		for _, pid := range childrenOf(os.Getpid()) {
-			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombieOrphan(st) {
-				if !seen[pid] {
-					now[pid] = true
-					continue
-				}
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || !zombieOrphan(st) {
+				continue
+			}
+			now[pid] = seen[pid] + 1
+			if sid, _ := unix.Getsid(pid); (sid != self && now[pid] >= 2) || now[pid] >= 40 {
 				var ws unix.WaitStatus
 				unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 			}
@@ -132,6 +137,7 @@ type env struct {
 	c    *api.Client
 	rc   *rpc.Client
 	envs []string
+	bin  string // the supervisord binary to boot; "" = binary
 }
 
 // start starts supervisord under a new root with extra flags.
@@ -159,7 +165,11 @@ func (e *env) sock() string { return filepath.Join(e.root, "run", "supervisord",
 // boot starts the daemon and waits for its socket.
 func (e *env) boot() {
 	e.t.Helper()
-	e.cmd = exec.Command(binary, e.args...)
+	exe := binary
+	if e.bin != "" {
+		exe = e.bin
+	}
+	e.cmd = exec.Command(exe, e.args...)
 	e.cmd.Env = append(os.Environ(), e.envs...)
 	e.cmd.Stderr = &lockedBuf{}
 	if err := e.cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"hostkit.dev/lib/rpc"
 
 	"hostkit.dev/cmd/supervisord/internal/manager"
+	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
 // boolish is a flag value accepting 1/true/yes and 0/false/no (Go's bool
@@ -88,10 +89,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer svc.Listener.Close()
-	eg := eflags.client(env.Layout, env.Logger)
+	stateDir := env.Layout.StateDir(name)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return err
+	}
+	// The owner id every lease and bundle of ours carries, the same at
+	// every start (docs/supervisord.md, "Egress").
+	owner, err := store.LoadOwner(stateDir)
+	if err != nil {
+		return err
+	}
+	alog, err := daemon.OpenAudit(env.Layout, name, env.Scrubber)
+	if err != nil {
+		return err
+	}
+	defer alog.Close()
+	eg := eflags.client(env.Layout, env.Logger, owner)
 	defer eg.Close()
-	mgr, err := manager.New(manager.Config{Egress: eg,
-		HostRuntimeEnabled: bool(hostRuntime), StateDir: env.Layout.StateDir(name),
+	mgr, err := manager.New(manager.Config{Egress: eg, Audit: alog,
+		HostRuntimeEnabled: bool(hostRuntime), StateDir: stateDir,
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
 		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
@@ -101,11 +117,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	alog, err := daemon.OpenAudit(env.Layout, name, env.Scrubber)
-	if err != nil {
-		return err
-	}
-	defer alog.Close()
 	mgr.Reconcile(ctx)
 	if w := mgr.Warning(); w != "" {
 		env.Logger.Warn("supervisord.not_isolated", "warning", w)
@@ -113,7 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	health := func(context.Context) map[string]any { return withEgress(mgr.Health(), eg) }
 	svc.AuditLog, svc.Roles = alog, r
 	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...)
-	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep)}
+	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep),
+		loopActor(ctx, mgr.RunRecovery)}
 	return svc.Run(ctx)
 }
 

@@ -21,7 +21,21 @@ func (c *Client) BundleRegister(ctx context.Context, req *BundleRegisterRequest)
 
 // BundleDrop drops an invocation's bundle.
 func (c *Client) BundleDrop(ctx context.Context, invocation string) error {
-	return c.c.Call(ctx, OpBundleDrop, &BundleDropRequest{Invocation: invocation}, nil)
+	return c.BundleDropOwned(ctx, invocation, "")
+}
+
+// BundleDropOwned drops invocation's bundle only if it carries owner id
+// owner ("" = whatever its owner, as BundleDrop). Errors:
+// bundle.unknown_invocation, bundle.owner_mismatch.
+func (c *Client) BundleDropOwned(ctx context.Context, invocation, owner string) error {
+	return c.c.Call(ctx, OpBundleDrop, &BundleDropRequest{Invocation: invocation, Owner: owner}, nil)
+}
+
+// BundleList lists the bundles of owner id owner and of invocation ("" =
+// any, for either).
+func (c *Client) BundleList(ctx context.Context, owner, invocation string) (*BundleListResponse, error) {
+	var out BundleListResponse
+	return &out, c.c.Call(ctx, OpBundleList, &BundleListRequest{Invocation: invocation, Owner: owner}, &out)
 }
 
 // Info returns the epoch, proxy address and socket, and CA bundle path.

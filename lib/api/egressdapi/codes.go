@@ -5,7 +5,8 @@ package egressdapi
 const (
 	CodeBundleConsumeFailed  = "bundle.consume_failed"     // secretd refused the consume, or answered something unusable; nothing is kept
 	CodeBundleExists         = "bundle.exists"             // the invocation already has a bundle: drop it first
-	CodeBundleInvalid        = "bundle.invalid"            // bad invocation id, token, policy or handles
+	CodeBundleInvalid        = "bundle.invalid"            // bad invocation id, owner, token, policy or handles
+	CodeBundleOwnerMismatch  = "bundle.owner_mismatch"     // bundle.drop named an owner the bundle does not carry: nothing was dropped
 	CodeBundleUnknown        = "bundle.unknown_invocation" // no bundle for that invocation
 	CodeAddressForbidden     = "egress.address_forbidden"  // the host resolves to (or is) a non-public address the operator did not map
 	CodeHeaderInvalid        = "egress.header_invalid"     // CR, LF, NUL or CTL in a header, a bad name, Host mismatch, CL+TE
@@ -32,6 +33,7 @@ var Codes = []string{
 	CodeBundleConsumeFailed,
 	CodeBundleExists,
 	CodeBundleInvalid,
+	CodeBundleOwnerMismatch,
 	CodeBundleUnknown,
 	CodeAddressForbidden,
 	CodeHeaderInvalid,

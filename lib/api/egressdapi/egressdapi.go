@@ -11,6 +11,7 @@ import "hostkit.dev/lib/rpc"
 const (
 	OpBundleRegister = "bundle.register"
 	OpBundleDrop     = "bundle.drop"
+	OpBundleList     = "bundle.list"
 	OpEgressInfo     = "egress.info"
 	OpEgressRequest  = "egress.request"
 	OpEgressStats    = "egress.stats"
@@ -51,12 +52,21 @@ type Policy struct {
 // BundleRegisterRequest registers an invocation (stager). Handles (possibly
 // none, at most MaxHandles) are consumed from secretd all or nothing; the
 // consume answer is the only description of each credential. ProxyToken is
-// ProxyTokenLen characters of base64url without padding.
+// ProxyTokenLen characters of base64url without padding. A register never
+// replaces a bundle: an invocation that has one, whoever its owner, is
+// bundle.exists and the existing bundle is left as it is.
 type BundleRegisterRequest struct {
 	Handles    [][]byte `msgpack:"handles"`
 	Invocation string   `msgpack:"invocation"` // [a-z0-9-]{1,64}
-	Policy     Policy   `msgpack:"policy"`
-	ProxyToken string   `msgpack:"proxy_token"`
+	// Owner is the registering process's persistent owner id
+	// ([a-z0-9-]{1,64}, secretdapi.ValidOwner; "" = none, as before the
+	// field existed; else bundle.invalid). egressd records it: bundle.list
+	// selects by it and bundle.drop can require it, so a stager that
+	// restarts after a crash drops exactly its own bundles. It is
+	// bookkeeping, not an access check.
+	Owner      string `msgpack:"owner"`
+	Policy     Policy `msgpack:"policy"`
+	ProxyToken string `msgpack:"proxy_token"`
 }
 
 // BundleRegisterResponse carries egressd's epoch: a bundle lives only as
@@ -66,8 +76,37 @@ type BundleRegisterResponse struct {
 }
 
 // BundleDropRequest drops an invocation's bundle; its values are zeroed.
+// With Owner set, the bundle is dropped only when it was registered with
+// that owner id: another owner's bundle (or one registered without an
+// owner) is bundle.owner_mismatch and stays. Errors: bundle.invalid (a
+// malformed owner), bundle.unknown_invocation, bundle.owner_mismatch.
 type BundleDropRequest struct {
 	Invocation string `msgpack:"invocation"`
+	Owner      string `msgpack:"owner"` // "" = whatever the owner
+}
+
+// BundleListRequest lists bundles (stager), of one invocation and of one
+// owner id when set ("" = any). Errors: bundle.invalid (a malformed
+// invocation or owner).
+type BundleListRequest struct {
+	Invocation string `msgpack:"invocation"`
+	Owner      string `msgpack:"owner"`
+}
+
+// BundleInfo describes one bundle: never a handle, a proxy token, a
+// placeholder or a value (a stager that lost its records learns what it
+// left, not what it could use).
+type BundleInfo struct {
+	Credentialed bool   `msgpack:"credentialed"` // the bundle holds at least one credential
+	Epoch        string `msgpack:"epoch"`        // egressd's epoch: the bundle lives as long as it
+	Invocation   string `msgpack:"invocation"`
+	Owner        string `msgpack:"owner"`         // "" when registered without one
+	RegisteredAt int64  `msgpack:"registered_at"` // Unix ms
+}
+
+// BundleListResponse lists bundles sorted by invocation.
+type BundleListResponse struct {
+	Bundles []BundleInfo `msgpack:"bundles"`
 }
 
 // BundleDropResponse is empty.

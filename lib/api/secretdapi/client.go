@@ -49,14 +49,26 @@ func (c *Client) LeaseLookup(ctx context.Context, handle []byte) (*LeaseMeta, er
 
 // LeaseRevoke revokes an invocation's unconsumed leases.
 func (c *Client) LeaseRevoke(ctx context.Context, invocation string) (*LeaseRevokeResponse, error) {
-	var out LeaseRevokeResponse
-	return &out, c.c.Call(ctx, OpLeaseRevoke, &LeaseRevokeRequest{Invocation: invocation}, &out)
+	return c.LeaseRevokeOwned(ctx, invocation, "")
 }
 
 // LeaseList lists staged leases (of one invocation when set).
 func (c *Client) LeaseList(ctx context.Context, invocation string) (*LeaseListResponse, error) {
+	return c.LeaseListOwned(ctx, "", invocation)
+}
+
+// LeaseListOwned lists the staged leases of owner id owner and of
+// invocation ("" = any, for either).
+func (c *Client) LeaseListOwned(ctx context.Context, owner, invocation string) (*LeaseListResponse, error) {
 	var out LeaseListResponse
-	return &out, c.c.Call(ctx, OpLeaseList, &LeaseListRequest{Invocation: invocation}, &out)
+	return &out, c.c.Call(ctx, OpLeaseList, &LeaseListRequest{Invocation: invocation, Owner: owner}, &out)
+}
+
+// LeaseRevokeOwned revokes invocation's unconsumed leases that were staged
+// with owner id owner ("" = every owner's, as LeaseRevoke).
+func (c *Client) LeaseRevokeOwned(ctx context.Context, invocation, owner string) (*LeaseRevokeResponse, error) {
+	var out LeaseRevokeResponse
+	return &out, c.c.Call(ctx, OpLeaseRevoke, &LeaseRevokeRequest{Invocation: invocation, Owner: owner}, &out)
 }
 
 func idemOpt(key string) []rpc.CallOption {

@@ -18,6 +18,7 @@ const (
 	CodeLeaseStaleEpoch        = "lease.stale_epoch" // staged by an earlier secretd process
 	CodeLeaseTargetDenied      = "lease.target_not_allowed"
 	CodeLeaseWrongInvocation   = "lease.wrong_invocation"
+	CodeOwnerInvalid           = "owner.invalid" // an owner id that is not [a-z0-9-]{1,64}
 )
 
 // Codes lists the codes above, sorted and unique (a test checks).
@@ -37,4 +38,5 @@ var Codes = []string{
 	CodeLeaseStaleEpoch,
 	CodeLeaseTargetDenied,
 	CodeLeaseWrongInvocation,
+	CodeOwnerInvalid,
 }

@@ -38,6 +38,24 @@ const MaxValueLen = 64 << 10
 // MaxHandleLen is the largest handle, in bytes.
 const MaxHandleLen = 64
 
+// MaxOwnerLen is the longest owner id, in bytes.
+const MaxOwnerLen = 64
+
+// ValidOwner reports whether s is an owner id: 1 to MaxOwnerLen bytes of
+// [a-z0-9-] (the invocation id's syntax). egressd's bundles use the same
+// syntax.
+func ValidOwner(s string) bool {
+	if len(s) == 0 || len(s) > MaxOwnerLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // TargetSpec is one target a credential may be injected at: `header:<Name>`
 // (with Template, e.g. "Bearer {}", `{}` exactly once, and Overwrite),
 // `query:<param>`, `path:<name>` or `body:<RFC 6901 pointer>`.
@@ -94,8 +112,16 @@ type LeaseStageRequest struct {
 	Credential  string `msgpack:"credential"`
 	Destination string `msgpack:"destination"`
 	Invocation  string `msgpack:"invocation"` // [a-z0-9-]{1,64}
-	Target      string `msgpack:"target"`
-	TTLMS       int64  `msgpack:"ttl_ms"` // 0 = DefaultTTLMS; MinTTLMS..MaxTTLMS
+	// Owner is the staging process's persistent owner id (ValidOwner:
+	// [a-z0-9-]{1,64}; "" = none, as before the field existed; else
+	// owner.invalid). secretd only records it: lease.list and
+	// lease.revoke select by it, so a stager that restarts after a crash
+	// finds and releases exactly the leases it staged (docs/secretd.md,
+	// "Owners"). It is bookkeeping, not an access check: every stager may
+	// name any owner.
+	Owner  string `msgpack:"owner"`
+	Target string `msgpack:"target"`
+	TTLMS  int64  `msgpack:"ttl_ms"` // 0 = DefaultTTLMS; MinTTLMS..MaxTTLMS
 }
 
 // LeaseStageResponse carries the opaque one-shot handle (for egressd) and
@@ -141,15 +167,20 @@ type LeaseMeta struct {
 	ExpiresAt   int64  `msgpack:"expires_at"`
 	HandleFP    string `msgpack:"handle_fp"` // truncated HMAC fingerprint of the handle
 	Invocation  string `msgpack:"invocation"`
+	Owner       string `msgpack:"owner"` // the stage's owner id; "" when it named none
 	Placeholder string `msgpack:"placeholder"`
 	StagedAt    int64  `msgpack:"staged_at"`
 	StagerUID   uint32 `msgpack:"stager_uid"`
 	Target      string `msgpack:"target"`
 }
 
-// LeaseRevokeRequest revokes every unconsumed lease of an invocation.
+// LeaseRevokeRequest revokes every unconsumed lease of an invocation, or,
+// when Owner is set, only those staged with that owner id (another
+// owner's leases of the same invocation are left alone). Errors:
+// invocation.invalid, owner.invalid.
 type LeaseRevokeRequest struct {
 	Invocation string `msgpack:"invocation"`
+	Owner      string `msgpack:"owner"` // "" = every owner; else ValidOwner
 }
 
 // LeaseRevokeResponse counts the leases revoked.
@@ -157,9 +188,11 @@ type LeaseRevokeResponse struct {
 	Revoked int `msgpack:"revoked"`
 }
 
-// LeaseListRequest lists staged leases, of one invocation when set.
+// LeaseListRequest lists staged leases, of one invocation and of one
+// owner id when set ("" = any). Errors: invocation.invalid, owner.invalid.
 type LeaseListRequest struct {
 	Invocation string `msgpack:"invocation"`
+	Owner      string `msgpack:"owner"`
 }
 
 // LeaseListResponse lists leases sorted by invocation, then staged time.

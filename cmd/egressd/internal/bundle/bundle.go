@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"hostkit.dev/cmd/egressd/internal/inject"
 	"hostkit.dev/cmd/egressd/internal/policy"
@@ -49,10 +50,12 @@ func (c *Credential) Value() []byte { return c.value.Bytes() }
 
 // Bundle is one invocation's registration.
 type Bundle struct {
-	Invocation string
-	policy     policy.Policy
-	token      []byte
-	creds      []*Credential
+	Invocation   string
+	Owner        string    // the registering stager's owner id ("" = none)
+	RegisteredAt time.Time // when Register stored it
+	policy       policy.Policy
+	token        []byte
+	creds        []*Credential
 
 	mu      sync.RWMutex
 	dropped bool

@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -115,6 +116,61 @@ func TestRegisterAndDrop(t *testing.T) {
 	is.Equal(wire.CodeOf(err), egressdapi.CodeBundleUnknown)
 }
 
+// TestOwners: a bundle keeps its owner id; a register never replaces an
+// existing bundle, whoever owns it (bundle.exists, and the existing one
+// still holds its credential); a drop that names an owner drops only that
+// owner's bundle (bundle.owner_mismatch otherwise, nothing dropped); List
+// selects by owner and invocation and shows no secret.
+func TestOwners(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	r := NewRegistry(&fakeConsumer{leases: map[string]secretdapi.Lease{"h1": goodLease()}}, redact.NewScrubber())
+	reg := func(inv, owner string, handles ...string) error {
+		req := &egressdapi.BundleRegisterRequest{Invocation: inv, ProxyToken: token, Owner: owner}
+		for _, h := range handles {
+			req.Handles = append(req.Handles, []byte(h))
+		}
+		_, err := r.Register(context.Background(), req)
+		return err
+	}
+	is.NoErr(reg("inv-a", "sv-a", "h1"))
+	is.NoErr(reg("inv-b", "sv-b"))
+	is.NoErr(reg("inv-c", ""))
+	for _, owner := range []string{"sv-a", "sv-b", ""} {
+		is.Equal(wire.CodeOf(reg("inv-a", owner)), egressdapi.CodeBundleExists) // refused, same owner or not
+	}
+	b, err := r.Get("inv-a")
+	is.NoErr(err)
+	is.Equal(b.Owner, "sv-a")
+	is.True(b.HasCredentials()) // the existing bundle is intact
+	is.True(r.Holds([]byte(canary)))
+
+	all := r.List("", "")
+	is.Equal(len(all), 3)
+	is.Equal(all[0].Invocation, "inv-a")
+	is.True(all[0].Credentialed)
+	is.True(all[0].RegisteredAt > 0)
+	is.True(!all[1].Credentialed)
+	is.Equal(len(r.List("", "sv-a")), 1)
+	is.Equal(len(r.List("inv-b", "sv-a")), 0)
+	is.Equal(r.List("inv-b", "")[0].Owner, "sv-b")
+	dump := fmt.Sprintf("%+v", all)
+	is.True(!strings.Contains(dump, canary))
+	is.True(!strings.Contains(dump, token))
+	is.True(!strings.Contains(dump, ph))
+	is.True(!strings.Contains(dump, "h1"))
+
+	is.Equal(wire.CodeOf(r.DropOwned("inv-a", "sv-b")), egressdapi.CodeBundleOwnerMismatch)
+	is.Equal(wire.CodeOf(r.DropOwned("inv-c", "sv-a")), egressdapi.CodeBundleOwnerMismatch) // an unowned bundle is nobody's to drop by owner
+	is.True(r.Holds([]byte(canary)))                                                        // refused drops changed nothing
+	is.Equal(len(r.List("", "")), 3)
+	is.NoErr(r.DropOwned("inv-a", "sv-a"))
+	is.True(!r.Holds([]byte(canary)))
+	is.Equal(wire.CodeOf(r.DropOwned("inv-a", "sv-a")), egressdapi.CodeBundleUnknown)
+	is.NoErr(r.DropOwned("inv-b", "")) // no owner named: any bundle, as before
+	is.NoErr(reg("inv-a", "sv-b"))     // once dropped, the id is free for anyone
+}
+
 func TestRegisterNoHandlesNeedsNoSecretd(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -139,6 +195,8 @@ func TestRegisterInvalid(t *testing.T) {
 		{Invocation: "inv", ProxyToken: token, Handles: [][]byte{bytes.Repeat([]byte("h"), 65)}},
 		{Invocation: "inv", ProxyToken: token, Handles: [][]byte{[]byte("a"), []byte("a")}},
 		{Invocation: "inv", ProxyToken: token, Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "http://api.test"}}}},
+		{Invocation: "inv", ProxyToken: token, Owner: "SV-1"},
+		{Invocation: "inv", ProxyToken: token, Owner: strings.Repeat("o", 65)},
 	} {
 		_, err := r.Register(context.Background(), &req)
 		is.New(t).Equal(wire.CodeOf(err), egressdapi.CodeBundleInvalid)

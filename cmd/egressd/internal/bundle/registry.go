@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"hostkit.dev/cmd/egressd/internal/policy"
 	"hostkit.dev/lib/api/egressdapi"
@@ -88,7 +89,7 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 	if err != nil {
 		return nil, err
 	}
-	b := &Bundle{Invocation: req.Invocation, policy: pol, token: []byte(req.ProxyToken), creds: creds, gone: make(chan struct{})}
+	b := &Bundle{Invocation: req.Invocation, Owner: req.Owner, RegisteredAt: time.Now(), policy: pol, token: []byte(req.ProxyToken), creds: creds, gone: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range creds {
@@ -106,6 +107,9 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 func checkRequest(req *egressdapi.BundleRegisterRequest) (policy.Policy, error) {
 	if !ValidInvocation(req.Invocation) {
 		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "invocation must match [a-z0-9-]{1,64}")
+	}
+	if req.Owner != "" && !secretdapi.ValidOwner(req.Owner) {
+		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "owner must match [a-z0-9-]{1,64}")
 	}
 	if !tokenRE.MatchString(req.ProxyToken) {
 		return policy.Policy{}, wire.Errorf(egressdapi.CodeBundleInvalid, "proxy_token must be 43 characters of base64url")
@@ -137,9 +141,19 @@ func (r *Registry) Get(invocation string) (*Bundle, error) {
 
 // Drop removes invocation's bundle and zeroes its values once requests
 // using them finish. Errors: bundle.unknown_invocation.
-func (r *Registry) Drop(invocation string) error {
+func (r *Registry) Drop(invocation string) error { return r.DropOwned(invocation, "") }
+
+// DropOwned is Drop of a bundle registered with owner id owner ("" =
+// whatever its owner): the owner is checked and the bundle removed in one
+// critical section, so another owner's bundle is never dropped. Errors:
+// bundle.unknown_invocation, bundle.owner_mismatch (nothing dropped).
+func (r *Registry) DropOwned(invocation, owner string) error {
 	r.mu.Lock()
 	b := r.bundles[invocation]
+	if b != nil && owner != "" && b.Owner != owner {
+		r.mu.Unlock()
+		return wire.Errorf(egressdapi.CodeBundleOwnerMismatch, "invocation %s has a bundle of another owner; nothing was dropped", invocation)
+	}
 	delete(r.bundles, invocation)
 	if b != nil {
 		for _, c := range b.creds {
@@ -247,6 +261,23 @@ func (r *Registry) Stats(invocation string) ([]egressdapi.InvocationStats, error
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Invocation < out[j].Invocation })
 	return out, nil
+}
+
+// List describes the bundles of invocation and of owner (each only when
+// not ""), sorted by invocation: never a token, handle, placeholder or
+// value. Epoch is left for the caller (it is the process's).
+func (r *Registry) List(invocation, owner string) []egressdapi.BundleInfo {
+	r.mu.Lock()
+	out := make([]egressdapi.BundleInfo, 0, len(r.bundles))
+	for _, b := range r.bundles {
+		if (invocation == "" || b.Invocation == invocation) && (owner == "" || b.Owner == owner) {
+			out = append(out, egressdapi.BundleInfo{Credentialed: b.HasCredentials(), Invocation: b.Invocation, Owner: b.Owner,
+				RegisteredAt: b.RegisteredAt.UnixMilli()})
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Invocation < out[j].Invocation })
+	return out
 }
 
 // Counts returns the number of bundles and of credentials they hold.

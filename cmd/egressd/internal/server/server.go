@@ -1,5 +1,5 @@
 // Package server maps egressd's ops (lib/api/egressdapi) onto the bundle
-// registry and the pipeline: bundle.register, bundle.drop, egress.info,
+// registry and the pipeline: bundle.register, bundle.drop, bundle.list, egress.info,
 // egress.request, egress.stats, and the bundle counts health reports.
 package server
 
@@ -11,6 +11,7 @@ import (
 	"hostkit.dev/cmd/egressd/internal/pipeline"
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/api/secretdapi"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
@@ -30,6 +31,7 @@ func (s *Server) Ops() []rpc.Op {
 	return []rpc.Op{
 		{Name: egressdapi.OpBundleRegister, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.register},
 		{Name: egressdapi.OpBundleDrop, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.drop},
+		{Name: egressdapi.OpBundleList, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.list},
 		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.info},
 		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.request},
 		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: s.stats},
@@ -54,6 +56,9 @@ func (s *Server) register(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	ctx = rpc.WithCorr(ctx, call.Corr)
 	fields := map[string]any{"invocation": req.Invocation, "handles": len(req.Handles), "policy_rules": len(req.Policy.Allow)}
+	if req.Owner != "" {
+		fields["owner"] = audit.Clip(req.Owner, 64)
+	}
 	pair, err := s.Audit.Begin(ctx, audit.Record{Actor: actor(call), Op: egressdapi.OpBundleRegister, Corr: call.Corr, Fields: fields})
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, "audit log unavailable", err)
@@ -88,13 +93,23 @@ func (s *Server) drop(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := call.Decode(&req); err != nil {
 		return nil, err
 	}
-	err := s.Registry.Drop(req.Invocation)
+	fields := map[string]any{"invocation": audit.Clip(req.Invocation, 64)}
+	var err error
+	if req.Owner != "" {
+		fields["owner"] = audit.Clip(req.Owner, 64)
+		if !secretdapi.ValidOwner(req.Owner) {
+			err = wire.Errorf(egressdapi.CodeBundleInvalid, "owner must match [a-z0-9-]{1,64}")
+		}
+	}
+	if err == nil {
+		err = s.Registry.DropOwned(req.Invocation, req.Owner)
+	}
 	outcome := audit.OutcomeOK
 	if err != nil {
 		outcome = audit.OutcomeRefused
 	}
 	if _, aerr := s.Audit.Append(ctx, audit.Record{Actor: actor(call), Op: egressdapi.OpBundleDrop, Outcome: outcome,
-		Code: wire.CodeOf(err), Corr: call.Corr, Fields: map[string]any{"invocation": req.Invocation}}); aerr != nil {
+		Code: wire.CodeOf(err), Corr: call.Corr, Fields: fields}); aerr != nil {
 		s.Logger.Error("audit.append_failed", slog.String("op", egressdapi.OpBundleDrop), slog.Any("err", aerr))
 	}
 	s.Logger.Info(egressdapi.OpBundleDrop, slog.String("invocation", req.Invocation), slog.String("code", wire.CodeOf(err)))
@@ -102,6 +117,26 @@ func (s *Server) drop(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	return &egressdapi.BundleDropResponse{}, nil
+}
+
+// list answers bundle.list: what each bundle is and whose, never its
+// token, handles, placeholders or values.
+func (s *Server) list(_ context.Context, call *rpc.Call) (any, error) {
+	var req egressdapi.BundleListRequest
+	if err := call.Decode(&req); err != nil {
+		return nil, err
+	}
+	if req.Invocation != "" && !bundle.ValidInvocation(req.Invocation) {
+		return nil, wire.Errorf(egressdapi.CodeBundleInvalid, "invocation must match [a-z0-9-]{1,64}")
+	}
+	if req.Owner != "" && !secretdapi.ValidOwner(req.Owner) {
+		return nil, wire.Errorf(egressdapi.CodeBundleInvalid, "owner must match [a-z0-9-]{1,64}")
+	}
+	out := s.Registry.List(req.Invocation, req.Owner)
+	for i := range out {
+		out[i].Epoch = s.Info.Epoch
+	}
+	return &egressdapi.BundleListResponse{Bundles: out}, nil
 }
 
 func (s *Server) info(_ context.Context, call *rpc.Call) (any, error) {

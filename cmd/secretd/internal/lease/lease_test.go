@@ -227,7 +227,7 @@ func TestExpiryAndSweep(t *testing.T) {
 	is.Equal(wire.CodeOf(err), secretdapi.CodeLeaseExpired)
 	res, _ := tb.Consume("inv-e", [][]byte{st.Handle}, consumer)
 	is.Equal(wire.CodeOf(res.Err()), secretdapi.CodeLeaseExpired)
-	is.Equal(len(tb.List("")), 0) // expired leases are not listed
+	is.Equal(len(tb.List("", "")), 0) // expired leases are not listed
 	n, _ := tb.Sweep()
 	is.Equal(n, 1)
 	is.Equal(alloc.Live(), int64(0)) // the value was zeroed and unmapped at once
@@ -285,13 +285,49 @@ func TestRevokeAndList(t *testing.T) {
 	a1 := stage(t, tb, "inv-a", time.Minute)
 	stage(t, tb, "inv-a", time.Minute)
 	stage(t, tb, "inv-b", time.Minute)
-	is.Equal(len(tb.List("")), 3)
-	is.Equal(len(tb.List("inv-a")), 2)
-	is.Equal(len(tb.Revoke("inv-a")), 2)
+	is.Equal(len(tb.List("", "")), 3)
+	is.Equal(len(tb.List("inv-a", "")), 2)
+	is.Equal(len(tb.Revoke("inv-a", "")), 2)
 	is.Equal(alloc.Live(), int64(1))
-	is.Equal(len(tb.List("")), 1)
+	is.Equal(len(tb.List("", "")), 1)
 	res, _ := tb.Consume("inv-a", [][]byte{a1.Handle}, consumer)
 	is.Equal(wire.CodeOf(res.Err()), secretdapi.CodeLeaseNotFound)
+}
+
+// TestRevokeAndListByOwner: a revoke that names an owner takes exactly
+// that owner's leases of the invocation; another owner's, and leases
+// staged without an owner, stay (and List shows each with its owner).
+func TestRevokeAndListByOwner(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	tb, alloc := newTable(t, nil)
+	stageOwned := func(inv, owner string) Staged {
+		sp := spec(inv, time.Minute)
+		sp.Owner = owner
+		st, err := tb.Stage(sp, canary)
+		is.NoErr(err)
+		return st
+	}
+	mine := stageOwned("inv-a", "sv-mine")
+	stageOwned("inv-a", "sv-mine")
+	theirs := stageOwned("inv-a", "sv-theirs")
+	stageOwned("inv-b", "sv-mine")
+	none := stageOwned("inv-a", "")
+	is.Equal(len(tb.List("", "sv-mine")), 3)
+	is.Equal(len(tb.List("inv-a", "sv-mine")), 2)
+	is.Equal(len(tb.List("inv-a", "sv-theirs")), 1)
+	is.Equal(tb.List("inv-a", "sv-theirs")[0].Owner, "sv-theirs")
+	is.Equal(len(tb.List("inv-a", "")), 4)
+	is.Equal(len(tb.Revoke("inv-a", "sv-mine")), 2) // allowed: its own
+	is.Equal(len(tb.Revoke("inv-a", "sv-mine")), 0)
+	is.Equal(alloc.Live(), int64(3))
+	left := tb.List("inv-a", "")
+	is.Equal(len(left), 2) // refused: the other owner's and the unowned lease stay
+	is.Equal(left[0].Owner+left[1].Owner, "sv-theirs")
+	res, _ := tb.Consume("inv-a", [][]byte{mine.Handle}, consumer)
+	is.Equal(wire.CodeOf(res.Err()), secretdapi.CodeLeaseNotFound)
+	res, _ = tb.Consume("inv-a", [][]byte{theirs.Handle, none.Handle}, consumer)
+	is.NoErr(res.Err()) // still consumable
 }
 
 func TestLimits(t *testing.T) {

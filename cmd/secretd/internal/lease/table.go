@@ -28,6 +28,7 @@ type Spec struct {
 	Template    string // header targets only
 	Overwrite   bool   // header targets only
 	Invocation  string
+	Owner       string // the stager's owner id ("" = none): List and Revoke select by it
 	TTL         time.Duration
 	Stager      sock.Peer
 }
@@ -128,7 +129,7 @@ func (t *Table) Stage(spec Spec, value []byte) (Staged, error) {
 
 func (e *entry) meta() secretdapi.LeaseMeta {
 	return secretdapi.LeaseMeta{Credential: e.spec.Credential, Destination: e.spec.Destination, ExpiresAt: e.expiresMS,
-		HandleFP: e.mac.FP(), Invocation: e.spec.Invocation, Placeholder: e.ph, StagedAt: e.stagedAt.UnixMilli(),
+		HandleFP: e.mac.FP(), Invocation: e.spec.Invocation, Owner: e.spec.Owner, Placeholder: e.ph, StagedAt: e.stagedAt.UnixMilli(),
 		StagerUID: e.spec.Stager.UID, Target: e.spec.Target}
 }
 
@@ -156,13 +157,13 @@ func (t *Table) Lookup(h []byte) (secretdapi.LeaseMeta, MAC, error) {
 	return e.meta(), mac, nil
 }
 
-// Revoke removes every unconsumed lease of invocation and zeroes their
-// values. It returns the MACs revoked.
-func (t *Table) Revoke(invocation string) []MAC {
+// Revoke removes every unconsumed lease of invocation, of owner only when
+// it is not "", and zeroes their values. It returns the MACs revoked.
+func (t *Table) Revoke(invocation, owner string) []MAC {
 	t.mu.Lock()
 	var gone []*entry
 	for mac, e := range t.leases {
-		if e.spec.Invocation == invocation {
+		if e.spec.Invocation == invocation && (owner == "" || e.spec.Owner == owner) {
 			gone = append(gone, e)
 			delete(t.leases, mac)
 		}
@@ -177,13 +178,14 @@ func (t *Table) Revoke(invocation string) []MAC {
 }
 
 // List returns the metadata of the live (unexpired) leases, of invocation
-// only when it is not "", sorted by invocation, then staged time.
-func (t *Table) List(invocation string) []secretdapi.LeaseMeta {
+// and of owner only when each is not "", sorted by invocation, then
+// staged time.
+func (t *Table) List(invocation, owner string) []secretdapi.LeaseMeta {
 	now := t.cfg.Now()
 	t.mu.Lock()
 	out := make([]secretdapi.LeaseMeta, 0, len(t.leases))
 	for _, e := range t.leases {
-		if (invocation == "" || e.spec.Invocation == invocation) && now.Before(e.expires) {
+		if (invocation == "" || e.spec.Invocation == invocation) && (owner == "" || e.spec.Owner == owner) && now.Before(e.expires) {
 			out = append(out, e.meta())
 		}
 	}

@@ -127,7 +127,7 @@ func FuzzLeaseStage(f *testing.F) {
 				return err
 			}
 			spec.TTL = d
-			table.Revoke(spec.Invocation)
+			table.Revoke(spec.Invocation, "")
 			_, err = table.Stage(spec, value)
 			return err
 		})
@@ -154,10 +154,13 @@ func FuzzLeaseLookup(f *testing.F) {
 }
 
 func FuzzLeaseRevoke(f *testing.F) {
-	decodeFuzz(f, func(t *testing.T, req *secretdapi.LeaseRevokeRequest) { _ = checkInvocation(req.Invocation) })
+	decodeFuzz(f, func(t *testing.T, req *secretdapi.LeaseRevokeRequest) {
+		_ = checkInvocation(req.Invocation)
+		_ = checkOwner(req.Owner, map[string]any{})
+	})
 }
 
 func FuzzLeaseList(f *testing.F) {
 	_, table := fuzzEnv(f)
-	decodeFuzz(f, func(t *testing.T, req *secretdapi.LeaseListRequest) { _ = table.List(req.Invocation) })
+	decodeFuzz(f, func(t *testing.T, req *secretdapi.LeaseListRequest) { _ = table.List(req.Invocation, req.Owner) })
 }

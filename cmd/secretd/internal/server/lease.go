@@ -18,6 +18,19 @@ func checkInvocation(inv string) error {
 	return nil
 }
 
+// checkOwner checks an optional owner id and records it in fields.
+// Errors: owner.invalid.
+func checkOwner(owner string, fields map[string]any) error {
+	if owner == "" {
+		return nil
+	}
+	fields["owner"] = clip(owner)
+	if !secretdapi.ValidOwner(owner) {
+		return wire.Errorf(secretdapi.CodeOwnerInvalid, "owner must match [a-z0-9-]{1,64}")
+	}
+	return nil
+}
+
 // ttl applies the default and bounds of a stage's ttl_ms.
 func ttl(ms int64) (time.Duration, error) {
 	if ms == 0 {
@@ -38,6 +51,9 @@ func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := checkInvocation(req.Invocation); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}
+	if err := checkOwner(req.Owner, fields); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
 	d, err := ttl(req.TTLMS)
 	if err != nil {
 		return nil, s.finish(ctx, call, err, fields)
@@ -48,7 +64,7 @@ func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
 		if err != nil {
 			return err
 		}
-		spec.Invocation, spec.TTL, spec.Stager = req.Invocation, d, call.Peer
+		spec.Invocation, spec.Owner, spec.TTL, spec.Stager = req.Invocation, req.Owner, d, call.Peer
 		fields["destination"], fields["target"] = spec.Destination, spec.Target
 		st, err = s.table.Stage(spec, value)
 		return err
@@ -133,7 +149,10 @@ func (s *Server) leaseRevoke(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := checkInvocation(req.Invocation); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}
-	macs := s.table.Revoke(req.Invocation)
+	if err := checkOwner(req.Owner, fields); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	macs := s.table.Revoke(req.Invocation, req.Owner)
 	fields["revoked"], fields["handle_fps"] = len(macs), fps(macs)
 	return &secretdapi.LeaseRevokeResponse{Revoked: len(macs)}, s.finish(ctx, call, nil, fields)
 }
@@ -150,7 +169,10 @@ func (s *Server) leaseList(ctx context.Context, call *rpc.Call) (any, error) {
 			return nil, s.finish(ctx, call, err, fields)
 		}
 	}
-	list := s.table.List(req.Invocation)
+	if err := checkOwner(req.Owner, fields); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
+	list := s.table.List(req.Invocation, req.Owner)
 	fields["count"] = len(list)
 	return &secretdapi.LeaseListResponse{Leases: list}, s.finish(ctx, call, nil, fields)
 }

@@ -80,6 +80,9 @@ func TestStageRules(t *testing.T) {
 		{"destination not allowed", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", Destination: "https://evil.example"}, secretdapi.CodeLeaseDestinationDenied},
 		{"unknown credential", secretdapi.LeaseStageRequest{Credential: "nope", Invocation: "i"}, secretdapi.CodeCredentialNotFound},
 		{"bad invocation", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "Bad_Inv"}, secretdapi.CodeInvocationInvalid},
+		{"owner named", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", Owner: "sv-0123abcd"}, ""},
+		{"bad owner", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", Owner: "Sv_1"}, secretdapi.CodeOwnerInvalid},
+		{"owner too long", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", Owner: strings.Repeat("a", 65)}, secretdapi.CodeOwnerInvalid},
 		{"ttl too short", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", TTLMS: 999}, secretdapi.CodeLeaseInvalidTTL},
 		{"ttl too long", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", TTLMS: secretdapi.MaxTTLMS + 1}, secretdapi.CodeLeaseInvalidTTL},
 		{"ttl negative", secretdapi.LeaseStageRequest{Credential: "one", Invocation: "i", TTLMS: -5}, secretdapi.CodeLeaseInvalidTTL},
@@ -104,8 +107,51 @@ func TestStageRefusesValue(t *testing.T) {
 		is.Equal(wire.CodeOf(err), wire.CodeRequestUnknownField)
 		is.True(!strings.Contains(err.Error(), string(canary)))
 	}
-	is.Equal(len(h.srv.table.List("")), 0)
+	is.Equal(len(h.srv.table.List("", "")), 0)
 	h.checkNoLeak(t, nil)
+}
+
+// TestOwnersOverSocket: lease.list and lease.revoke select by owner id
+// over the wire, from both sides: a revoke naming one owner leaves the
+// other's lease staged; a malformed owner is owner.invalid and changes
+// nothing; each revoke's audit record names the owner.
+func TestOwnersOverSocket(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	h := start(t, allRoles())
+	h.put(t, "one", []string{"https://api.example.com"})
+	for _, owner := range []string{"sv-a", "sv-a", "sv-b"} {
+		_, err := h.api.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: "one", Invocation: "inv-1", Owner: owner})
+		is.NoErr(err)
+	}
+	l, err := h.api.LeaseListOwned(ctx, "sv-a", "")
+	is.NoErr(err)
+	is.Equal(len(l.Leases), 2)
+	is.Equal(l.Leases[0].Owner, "sv-a")
+	for _, bad := range []string{"SV-A", "sv_a", strings.Repeat("x", 65)} {
+		_, err = h.api.LeaseListOwned(ctx, bad, "")
+		is.Equal(wire.CodeOf(err), secretdapi.CodeOwnerInvalid)
+		_, err = h.api.LeaseRevokeOwned(ctx, "inv-1", bad)
+		is.Equal(wire.CodeOf(err), secretdapi.CodeOwnerInvalid)
+	}
+	all, err := h.api.LeaseList(ctx, "inv-1")
+	is.NoErr(err)
+	is.Equal(len(all.Leases), 3) // the refused calls revoked nothing
+	r, err := h.api.LeaseRevokeOwned(ctx, "inv-1", "sv-a")
+	is.NoErr(err)
+	is.Equal(r.Revoked, 2)
+	l, err = h.api.LeaseListOwned(ctx, "", "inv-1")
+	is.NoErr(err)
+	is.Equal(len(l.Leases), 1)
+	is.Equal(l.Leases[0].Owner, "sv-b") // the other owner's lease is untouched
+	var revokes []Event
+	for _, ev := range h.auditLog() {
+		if ev.Op == secretdapi.OpLeaseRevoke && ev.Code == "" {
+			revokes = append(revokes, ev)
+		}
+	}
+	is.Equal(len(revokes), 1)
+	is.Equal(revokes[0].Fields["owner"], "sv-a")
 }
 
 func TestConsumeRefusesIdempotencyKey(t *testing.T) {

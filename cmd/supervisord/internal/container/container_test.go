@@ -43,8 +43,9 @@ func TestErrorMapping(t *testing.T) {
 
 func TestIdemKeyFits(t *testing.T) {
 	t.Parallel()
-	k := idemKey(api.NewID(), StepDelete, 1<<30)
+	k := idemKey(api.NewID(), "0a1b2c", StepDelete, 1<<30)
 	is.New(t).True(len(k) <= 64)
+	is.New(t).True(len(idemKey(api.NewID(), "", StepDelete, 1<<30)) <= 64)
 }
 
 // A record round-trips; Readopt raises the fence of a live container's

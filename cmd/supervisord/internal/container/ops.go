@@ -2,6 +2,8 @@ package container
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -40,11 +42,36 @@ func (rt *Runtime) openSession(ctx context.Context, dir, id string, rec *Record,
 	}}, nil
 }
 
+// CodeFenceStale is the helper's code for a plan or mutation whose fence
+// is below the instance's recorded one.
+const CodeFenceStale = "fence.stale"
+
+// maxFreshFence bounds the fence a fresh record climbs to (fence.stale
+// at provision): far above any number of restarts of supervisord.
+const maxFreshFence = 1 << 40
+
+// fresh reports whether rec has done nothing at the helper yet.
+func fresh(rec *Record) bool {
+	return rec.ContainerID == "" && len(rec.Done) == 0 && rec.Pending == nil
+}
+
+// helperCode is the helper's own code inside a runtime.unavailable or
+// instance.invalid error made by mapErr ("" when there is none).
+func helperCode(err error) string {
+	var we *wire.Error
+	if errors.As(err, &we) && we.Err != nil {
+		return wire.CodeOf(we.Err)
+	}
+	return ""
+}
+
 // load reads dir's record, or a new one (fence 1) when there is none.
 func load(dir string) (*Record, error) {
 	rec, err := LoadRecord(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return &Record{SchemaVersion: RecordSchema, Fence: 1}, nil
+		var g [3]byte
+		_, _ = rand.Read(g[:])
+		return &Record{SchemaVersion: RecordSchema, Fence: 1, KeyGen: hex.EncodeToString(g[:])}, nil
 	}
 	return rec, err
 }
@@ -75,8 +102,24 @@ func (rt *Runtime) Provision(ctx context.Context, dir, id string, spec Spec) (*R
 		return rec, wire.Errorf(api.CodeInstanceInvalid, "runtime container needs image {layout, manifest_digest}")
 	}
 	img := spec.Image
-	if err := s.run(ctx, StepCreate, helperapi.PlanRequest{Command: spec.Command, Env: spec.Env, Image: &img}); err != nil {
-		return rec, err
+	for {
+		err := s.run(ctx, StepCreate, helperapi.PlanRequest{Command: spec.Command, Env: spec.Env, Image: &img})
+		if err == nil {
+			break
+		}
+		if !fresh(rec) || helperCode(err) != CodeFenceStale || rec.Fence >= maxFreshFence {
+			return rec, err
+		}
+		// A reused instance id (destroyed, or a provision undone after a
+		// crash, once a later supervisord had raised its fence): the
+		// helper remembers a higher fence than a new record's 1. Nothing
+		// was created under this record, so it starts above that fence:
+		// doubled until accepted, which overshoots by less than the
+		// helper's own fence and stays within its 65,536 step.
+		rec.Fence *= 2
+		if err := rec.Save(dir); err != nil {
+			return rec, err
+		}
 	}
 	if spec.Start {
 		if err := s.run(ctx, StepStart, helperapi.PlanRequest{}); err != nil {

@@ -64,6 +64,7 @@ type Record struct {
 	Pending     *Pending `json:"pending,omitempty"`    // the mutation in flight, saved before it is sent
 	LogSaved    bool     `json:"log_saved,omitempty"`  // the console log was copied to FileLog (before or by the delete)
 	CreatedAt   int64    `json:"created_at,omitempty"` // Unix ms, from the helper
+	KeyGen      string   `json:"key_gen,omitempty"`    // 6 random hex digits in every idempotency key of this record ("" in older records)
 }
 
 // Pending is a mutation that was sent (or was about to be) and whose
@@ -82,6 +83,9 @@ type Pending struct {
 
 // done reports whether step was carried out.
 func (r *Record) done(step string) bool { return slices.Contains(r.Done, step) }
+
+// Created reports whether the container was created.
+func (r *Record) Created() bool { return r.done(StepCreate) }
 
 // Started reports whether the container was started.
 func (r *Record) Started() bool { return r.done(StepStart) }

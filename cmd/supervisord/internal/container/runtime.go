@@ -120,10 +120,17 @@ func checkProject(rec *Record, n *helperapi.NegotiateResponse) error {
 }
 
 // idemKey is a mutation's idempotency key: derived from the instance, the
-// step and the record's plan count, so a replay after a crash sends the
-// same key (and body) and a new plan a new key. At most 64 bytes.
-func idemKey(instance, step string, attempt int) string {
-	return "sv-" + instance + "-" + step + "-" + strconv.Itoa(attempt)
+// record's key generation (gen, random per record; "" in records of older
+// versions), the step and the record's plan count, so a replay after a
+// crash sends the same key (and body), a new plan a new key, and a new
+// record of a reused instance id (destroyed, or a provision undone) keys
+// that the helper, which keeps its answers for a day, has never seen. At
+// most 64 bytes.
+func idemKey(instance, gen, step string, attempt int) string {
+	if gen == "" {
+		return "sv-" + instance + "-" + step + "-" + strconv.Itoa(attempt)
+	}
+	return "sv-" + instance + "-" + gen + "-" + step + "-" + strconv.Itoa(attempt)
 }
 
 // Readopt raises dir's fence by one (a new supervisord process adopts

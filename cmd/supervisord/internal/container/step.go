@@ -6,6 +6,8 @@ import (
 	"hostkit.dev/lib/api/helperapi"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/fault"
 )
 
 // answer decodes any mutation's answer: a helperapi.Container (create,
@@ -111,16 +113,19 @@ func (s *session) run(ctx context.Context, step string, pr helperapi.PlanRequest
 	}
 	s.rec.Attempts++
 	s.rec.ProjectID = s.neg.ProjectID
-	s.rec.Pending = &Pending{Step: step, Op: opOf(step), Idem: idemKey(s.id, step, s.rec.Attempts), ContainerID: plan.ContainerID,
+	s.rec.Pending = &Pending{Step: step, Op: opOf(step), Idem: idemKey(s.id, s.rec.KeyGen, step, s.rec.Attempts), ContainerID: plan.ContainerID,
 		PlanHash: plan.PlanHash, ProjectID: pr.Context.ProjectID, CapabilityDigest: pr.Context.CapabilityDigest, Fence: pr.Context.Fence}
 	if err := s.rec.Save(s.dir); err != nil {
 		return err
 	}
+	fault.Point(fault.ContainerPending)
 	var a answer
 	err = s.send(ctx, s.rec.Pending, &a)
 	if err == nil {
 		s.done(step, &a)
-		return s.rec.Save(s.dir)
+		err = s.rec.Save(s.dir)
+		fault.Point(fault.ContainerDone)
+		return err
 	}
 	if definite(err) {
 		s.rec.Pending = nil

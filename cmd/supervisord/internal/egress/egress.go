@@ -22,6 +22,8 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
+
+	"hostkit.dev/cmd/supervisord/internal/fault"
 )
 
 // IsolatedProxyAddress is the proxy address an agent in `network: isolated`
@@ -42,6 +44,10 @@ type Config struct {
 	Required bool
 	Timeout  time.Duration // per call; 0 = DefaultTimeout
 	Logger   *slog.Logger
+	// Owner is supervisord's persistent owner id (store.LoadOwner): every
+	// lease and bundle carries it, and every release names it, so that
+	// only what this supervisord staged is ever released by it.
+	Owner string
 }
 
 // Client stages leases and registers bundles. Safe for concurrent use.
@@ -79,6 +85,9 @@ func (c *Client) Close() {
 
 // Required reports whether an instance without credentials needs a bundle.
 func (c *Client) Required() bool { return c.cfg.Required }
+
+// Owner is the owner id the client stages and registers under.
+func (c *Client) Owner() string { return c.cfg.Owner }
 
 // Record is what one start of an instance registered (kept in
 // metadata.json). It holds no secret: placeholders and the proxy token
@@ -141,13 +150,14 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	}
 	for _, cr := range creds {
 		st, err := c.sd.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: cr.Credential, Destination: cr.Destination,
-			Invocation: invocation, Target: cr.Target})
+			Invocation: invocation, Owner: c.cfg.Owner, Target: cr.Target})
 		if err != nil {
 			return fail("lease.stage "+cr.Credential, err)
 		}
 		handles = append(handles, st.Handle)
 		env[cr.Env] = st.Placeholder
 		names = append(names, cr.Credential)
+		fault.Point(fault.ProvisionLease)
 	}
 	token, err := NewProxyToken()
 	if err != nil {
@@ -157,20 +167,30 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	for _, o := range allow {
 		pol.Allow = append(pol.Allow, egressdapi.AllowRule{Origin: o})
 	}
-	req := &egressdapi.BundleRegisterRequest{Handles: handles, Invocation: invocation, Policy: pol, ProxyToken: token}
+	req := &egressdapi.BundleRegisterRequest{Handles: handles, Invocation: invocation, Owner: c.cfg.Owner, Policy: pol, ProxyToken: token}
 	reg, err := c.eg.BundleRegister(ctx, req)
-	if wire.HasCode(err, egressdapi.CodeBundleExists) {
-		// A bundle left by an earlier start that was never stopped (a
-		// crash in between): this start replaces it.
-		if derr := c.eg.BundleDrop(ctx, invocation); derr == nil {
+	if wire.HasCode(err, egressdapi.CodeBundleExists) && c.cfg.Owner != "" {
+		// A bundle for this id exists. Our own is a leftover of a crash
+		// that nothing released yet: drop it (by owner, so the check and
+		// the drop are one step at egressd) and register once more.
+		// Another owner's is never dropped: the drop answers
+		// bundle.owner_mismatch and this provision fails with
+		// bundle.exists.
+		if derr := c.eg.BundleDropOwned(ctx, invocation, c.cfg.Owner); derr == nil {
+			log.Warn("instance.bundle_replaced", slog.String("instance", invocation), slog.String("owner", c.cfg.Owner))
 			reg, err = c.eg.BundleRegister(ctx, req)
 		}
 	}
 	if err != nil {
-		c.eg.BundleDrop(context.WithoutCancel(ctx), invocation) // a partial register leaves nothing behind
+		if !wire.HasCode(err, egressdapi.CodeBundleExists) {
+			// A register whose answer was lost may have been carried out:
+			// ours goes; another owner's stays (the drop names us).
+			c.dropOwned(context.WithoutCancel(ctx), invocation)
+		}
 		return fail("bundle.register", err)
 	}
 	clear(handles)
+	fault.Point(fault.ProvisionBundle)
 	c.observe(reg.Epoch)
 	addr := info.ProxyAddress
 	if isolated {
@@ -191,30 +211,64 @@ func (c *Client) degraded(invocation string, err error) *Grant {
 }
 
 // Release drops invocation's bundle at egressd and revokes what is left of
-// its leases at secretd (stop and destroy). Errors are logged: a daemon
-// that is down has lost them anyway.
-func (c *Client) Release(ctx context.Context, invocation string, rec *Record) {
+// its leases at secretd (stop and destroy), both limited to the client's
+// owner id. It reports whether both daemons answered; the errors are
+// logged: a daemon that is down has lost them anyway, and one that did
+// not answer is swept later (Manager's owner sweep).
+func (c *Client) Release(ctx context.Context, invocation string, rec *Record) bool {
 	if rec == nil || !rec.Registered {
-		return
+		return true
 	}
 	ctx = context.WithoutCancel(ctx)
-	if c.eg != nil {
-		if err := c.eg.BundleDrop(ctx, invocation); err != nil && !wire.HasCode(err, egressdapi.CodeBundleUnknown) {
-			c.cfg.Logger.Warn("instance.bundle_drop", slog.String("instance", invocation), slog.String("code", wire.CodeOf(err)))
-		}
+	_, berr := c.dropOwned(ctx, invocation)
+	ok := berr == nil
+	if rec.Credentialed {
+		_, lerr := c.revokeOwned(ctx, invocation)
+		ok = ok && lerr == nil
 	}
-	c.revoke(ctx, invocation, rec.Credentialed)
-	c.cfg.Logger.Info("instance.egress_released", slog.String("instance", invocation))
+	c.cfg.Logger.Info("instance.egress_released", slog.String("instance", invocation), slog.Bool("complete", ok))
+	return ok
 }
 
-// revoke revokes invocation's unconsumed leases when any were staged.
+// revoke revokes invocation's unconsumed leases (of the client's owner)
+// when any were staged.
 func (c *Client) revoke(ctx context.Context, invocation string, staged bool) {
-	if !staged || c.sd == nil {
-		return
+	if staged {
+		_, _ = c.revokeOwned(ctx, invocation)
 	}
-	if _, err := c.sd.LeaseRevoke(context.WithoutCancel(ctx), invocation); err != nil {
+}
+
+// revokeOwned revokes invocation's unconsumed leases of the client's
+// owner and returns how many went; errors are logged.
+func (c *Client) revokeOwned(ctx context.Context, invocation string) (int, error) {
+	if c.sd == nil {
+		return 0, nil
+	}
+	r, err := c.sd.LeaseRevokeOwned(context.WithoutCancel(ctx), invocation, c.cfg.Owner)
+	if err != nil {
 		c.cfg.Logger.Warn("instance.lease_revoke", slog.String("instance", invocation), slog.String("code", wire.CodeOf(err)))
+		return 0, err
 	}
+	return r.Revoked, nil
+}
+
+// dropOwned drops invocation's bundle if it carries the client's owner
+// id and reports whether one was dropped. No bundle, or another owner's,
+// is not an error: nothing of ours is left there. Other errors are
+// logged.
+func (c *Client) dropOwned(ctx context.Context, invocation string) (bool, error) {
+	if c.eg == nil {
+		return false, nil
+	}
+	err := c.eg.BundleDropOwned(context.WithoutCancel(ctx), invocation, c.cfg.Owner)
+	switch {
+	case err == nil:
+		return true, nil
+	case wire.HasCode(err, egressdapi.CodeBundleUnknown), wire.HasCode(err, egressdapi.CodeBundleOwnerMismatch):
+		return false, nil
+	}
+	c.cfg.Logger.Warn("instance.bundle_drop", slog.String("instance", invocation), slog.String("code", wire.CodeOf(err)))
+	return false, err
 }
 
 // NewProxyToken returns a proxy token: 32 random bytes as unpadded

@@ -51,10 +51,13 @@ func await(ctx context.Context, hdir string) (*net.UnixConn, Config, error) {
 		return nil, Config{}, errors.New("holder: channel: fd 3 is not a Unix socket")
 	}
 	prewarm()
-	if err := writeMsg(ch, Ready{Idle: true}); err != nil {
-		ch.Close()
-		return nil, Config{}, errUnassigned
-	}
+	// A holder started for a provision (the pool was empty) is sent its
+	// assignment at once: should supervisord die before this idle message
+	// is written, the write fails but the assignment is queued, and the
+	// read below still gets it (the restarted supervisord waits for this
+	// holder, named in the provision intent). Only an empty channel at
+	// EOF means nothing was assigned.
+	_ = writeMsg(ch, Ready{Idle: true})
 	stop := context.AfterFunc(ctx, func() { ch.SetReadDeadline(time.Unix(1, 0)) })
 	buf := make([]byte, maxMsg)
 	n, err := ch.Read(buf)

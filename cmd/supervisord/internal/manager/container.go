@@ -15,6 +15,7 @@ import (
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/container"
+	"hostkit.dev/cmd/supervisord/internal/fault"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -166,30 +167,37 @@ func (m *Manager) provisionContainer(ctx context.Context, dg string, req *api.Pr
 	env := containerEnv(id, req)
 	b, err := store.EncodeEnv(env)
 	if err != nil {
-		os.RemoveAll(dir)
+		m.discard(id)
 		return nil, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
 	}
 	now := time.Now().UnixMilli()
 	md := &store.Metadata{ID: id, RequestDigest: dg, Request: *req, State: api.StateCreated, WatchAgent: api.WatchAgent(id),
 		CreatedAt: now, UpdatedAt: now, Spec: store.Spec{Command: req.Command, Network: api.NetworkNone, AgentUID: -1,
-			StopTimeoutMS: req.StopTimeoutMS, Restart: api.RestartNever}}
-	if err := store.WriteFile(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
-		os.RemoveAll(dir)
+			StopTimeoutMS: req.StopTimeoutMS, Restart: api.RestartNever},
+		Intent: &store.Intent{Op: store.OpProvision, Nonce: newNonce(), CreatedAt: now, Invocation: id}}
+	if err := store.WriteFileAtomic(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
+		m.discard(id)
 		return nil, err
 	}
-	if err := m.st.Save(md); err != nil {
-		os.RemoveAll(dir)
+	if err := m.st.SaveIntent(md); err == nil {
+		err = store.SyncAll(m.st.Path(id, store.FileAgentEnv))
+	}
+	if err != nil {
+		m.discard(id)
 		return nil, err
 	}
+	fault.Point(fault.ProvisionIntent)
 	rec, err := m.cfg.Containers.Provision(ctx, dir, id, containerSpec(md))
 	if err != nil {
 		m.failContainer(ctx, md, rec)
 		return nil, err
 	}
 	m.applyContainer(md, rec)
+	md.Intent = nil
 	if err := m.st.Save(md); err != nil {
 		m.cfg.Logger.Error("instance.save", slog.String("instance", id), slog.Any("err", err))
 	}
+	fault.Point(fault.ProvisionRunning)
 	decided(ctx)
 	m.cfg.Logger.Info("instance.provision", slog.String("instance", id), slog.String("runtime", api.RuntimeContainer),
 		slog.String("state", md.State), slog.String("container_id", rec.ContainerID))
@@ -201,15 +209,98 @@ func (m *Manager) provisionContainer(ctx context.Context, dg string, req *api.Pr
 // the container is deleted and then the directory goes; if that fails
 // the instance stays, exited(unknown), for destroy.
 func (m *Manager) failContainer(ctx context.Context, md *store.Metadata, rec *container.Record) {
-	dir := m.st.Dir(md.ID)
+	if err := m.undoContainer(ctx, md, rec); err != nil {
+		m.cfg.Logger.Warn("instance.container_cleanup", slog.String("instance", md.ID), slog.String("code", wire.CodeOf(err)))
+		md.Intent = nil
+		m.setExited(md, api.StateExited)
+	}
+}
+
+// undoContainer deletes md's container, if the helper made one (or a
+// mutation is in flight), then removes the instance directory. When the
+// delete fails, nothing is removed and the error is returned.
+func (m *Manager) undoContainer(ctx context.Context, md *store.Metadata, rec *container.Record) error {
 	if rec != nil && (rec.ContainerID != "" || rec.Pending != nil) {
-		if _, err := m.cfg.Containers.Stop(ctx, dir, md.ID, md.Request.StopTimeoutMS); err != nil {
-			m.cfg.Logger.Warn("instance.container_cleanup", slog.String("instance", md.ID), slog.String("code", wire.CodeOf(err)))
-			m.setExited(md, api.StateExited)
-			return
+		if _, err := m.cfg.Containers.Stop(ctx, m.st.Dir(md.ID), md.ID, md.Request.StopTimeoutMS); err != nil {
+			return err
 		}
 	}
-	os.RemoveAll(dir)
+	m.discard(md.ID)
+	return nil
+}
+
+// resolveContainerProvision resolves a container instance's provision
+// intent (Reconcile, instance lock held): a mutation left pending is
+// settled; when the container reached what the request asked for
+// (started, or created without start) the provision is finished, else it
+// is undone (container deleted, directory removed). A helper that cannot
+// be reached leaves the intent, retried by the egress sweep
+// (retryUnresolved); destroy works on it meanwhile.
+func (m *Manager) resolveContainerProvision(ctx context.Context, md *store.Metadata) {
+	if m.cfg.Containers == nil {
+		m.markUnresolved(md.ID, true)
+		return
+	}
+	rec, err := m.cfg.Containers.Settle(ctx, m.st.Dir(md.ID), md.ID)
+	if err != nil {
+		m.cfg.Logger.Warn("instance.intent_unresolved", slog.String("instance", md.ID), slog.String("code", wire.CodeOf(err)))
+		m.markUnresolved(md.ID, true)
+		return
+	}
+	if rec != nil && !rec.Deleted() && (rec.Started() || !md.Request.Start && rec.Created()) {
+		m.markUnresolved(md.ID, false)
+		md.Intent = nil
+		m.applyContainer(md, rec)
+		_ = m.st.Save(md)
+		m.reconcileContainer(ctx, md)
+		m.cfg.Logger.Warn("instance.provision_finished", slog.String("instance", md.ID), slog.String("state", md.State))
+		return
+	}
+	if err := m.undoContainer(ctx, md, rec); err != nil {
+		m.cfg.Logger.Warn("instance.intent_unresolved", slog.String("instance", md.ID), slog.String("code", wire.CodeOf(err)))
+		m.markUnresolved(md.ID, true)
+		return
+	}
+	m.markUnresolved(md.ID, false)
+	m.reclaimed(ctx, md.ID, "provision_undone", nil, map[string]any{"op": store.OpProvision, "runtime": api.RuntimeContainer})
+}
+
+// markUnresolved adds id to (or, with on false, takes it off) the
+// container provisions still to resolve.
+func (m *Manager) markUnresolved(id string, on bool) {
+	m.rec.mu.Lock()
+	defer m.rec.mu.Unlock()
+	if m.rec.unresolved == nil {
+		m.rec.unresolved = map[string]bool{}
+	}
+	if on {
+		m.rec.unresolved[id] = true
+	} else {
+		delete(m.rec.unresolved, id)
+	}
+}
+
+// retryUnresolved tries again to resolve the container provisions the
+// helper could not settle at start.
+func (m *Manager) retryUnresolved(ctx context.Context) {
+	m.rec.mu.Lock()
+	ids := make([]string, 0, len(m.rec.unresolved))
+	for id := range m.rec.unresolved {
+		ids = append(ids, id)
+	}
+	m.rec.mu.Unlock()
+	for _, id := range ids {
+		func() {
+			unlock := m.lock(id)
+			defer unlock()
+			md, err := m.st.Load(id)
+			if err != nil || md.Intent == nil || md.Intent.Op != store.OpProvision {
+				m.markUnresolved(id, false) // resolved meanwhile (a repeated provision, destroy)
+				return
+			}
+			m.resolveContainerProvision(ctx, md)
+		}()
+	}
 }
 
 // setExited records a terminal state (exited with an unknown status, or
@@ -250,6 +341,10 @@ func (m *Manager) resumeContainer(ctx context.Context, md *store.Metadata) *api.
 			return m.containerView(md, rec, err.Error())
 		}
 		m.applyContainer(md, rec)
+		if md.Intent != nil && md.Intent.Op == store.OpProvision {
+			md.Intent = nil // the repeated provision finished it
+			m.markUnresolved(md.ID, false)
+		}
 		_ = m.st.Save(md)
 	}
 	m.reconcileContainer(ctx, md)
@@ -346,14 +441,24 @@ func (m *Manager) stopContainer(ctx context.Context, md *store.Metadata) (*api.I
 	if m.cfg.Containers == nil {
 		return nil, wire.Errorf(api.CodeRuntimeUnavailable, "no containerization-helper is configured (-helper-socket)")
 	}
-	rec, err := m.cfg.Containers.Stop(ctx, m.st.Dir(md.ID), md.ID, md.Request.StopTimeoutMS)
-	if err != nil {
+	if err := m.beginIntent(store.OpStop, md); err != nil {
 		return nil, err
 	}
+	fault.Point(fault.StopIntent)
+	rec, err := m.cfg.Containers.Stop(ctx, m.st.Dir(md.ID), md.ID, md.Request.StopTimeoutMS)
+	if err != nil {
+		// Nothing known to have changed (a mutation in flight is in
+		// container.json, settled later): the stop failed, no intent.
+		md.Intent = nil
+		_ = m.st.Save(md)
+		return nil, err
+	}
+	fault.Point(fault.StopStopped)
 	state := api.StateStopped
 	if md.State == api.StateExited {
 		state = api.StateExited
 	}
+	md.Intent = nil
 	m.setExited(md, state)
 	m.cfg.Logger.Info("instance.stop", slog.String("instance", md.ID), slog.String("runtime", api.RuntimeContainer), slog.String("state", md.State))
 	return m.containerView(md, rec, ""), nil
@@ -369,13 +474,21 @@ func (m *Manager) destroyContainer(ctx context.Context, md *store.Metadata) erro
 	if m.cfg.Containers == nil {
 		return wire.Errorf(api.CodeRuntimeUnavailable, "no containerization-helper is configured (-helper-socket); the container cannot be deleted, the instance stays")
 	}
+	if err := m.beginIntent(store.OpDestroy, md); err != nil {
+		return err
+	}
+	fault.Point(fault.DestroyIntent)
 	if _, err := m.cfg.Containers.Stop(ctx, m.st.Dir(md.ID), md.ID, md.Request.StopTimeoutMS); err != nil {
 		if !errors.Is(err, container.ErrProjectChanged) {
+			md.Intent = nil // the destroy failed; the instance stays as it was
+			_ = m.st.Save(md)
 			return err
 		}
 		m.cfg.Logger.Warn("instance.container_foreign", slog.String("instance", md.ID))
 	}
-	if err := os.RemoveAll(m.st.Dir(md.ID)); err != nil {
+	fault.Point(fault.DestroyReleased)
+	m.markUnresolved(md.ID, false)
+	if err := m.removeDir(md.ID); err != nil {
 		return err
 	}
 	m.cfg.Logger.Info("instance.destroy", slog.String("instance", md.ID), slog.String("runtime", api.RuntimeContainer))

@@ -41,8 +41,8 @@ func (m *Manager) releaseEgress(ctx context.Context, md *store.Metadata) {
 	if md.Egress == nil || !md.Egress.Registered {
 		return
 	}
-	if m.cfg.Egress != nil {
-		m.cfg.Egress.Release(ctx, md.ID, md.Egress)
+	if m.cfg.Egress != nil && !m.cfg.Egress.Release(ctx, md.ID, md.Egress) {
+		m.sweepSoon() // a daemon did not answer: the owner sweep tries again
 	}
 	md.Egress.Registered = false
 }
@@ -121,7 +121,10 @@ func (m *Manager) checkEgress(ctx context.Context, req *api.ProvisionRequest) er
 const sweepEvery = time.Second
 
 // RunEgressSweep drops, until ctx ends, the bundle of every host instance
-// whose tree ended on its own (the holder wrote exit.json, or it is gone):
+// whose tree ended on its own (the holder wrote exit.json, or it is gone),
+// and runs again what recovery could not finish at start (the owner sweep
+// when a daemon did not answer, container provisions the helper could not
+// settle):
 // without it the bundle, and its credentials' substitution at egressd,
 // would live on until someone asked for the instance's status, stopped
 // or destroyed it. It looks every second; a live instance costs one file
@@ -136,6 +139,10 @@ func (m *Manager) RunEgressSweep(ctx context.Context) {
 			return
 		case <-t.C:
 			m.sweepEgress(ctx)
+			m.retryUnresolved(ctx)
+			if m.rec.due.Load() {
+				m.sweepOwned(ctx)
+			}
 		}
 	}
 }
@@ -145,8 +152,8 @@ func (m *Manager) sweepEgress(ctx context.Context) {
 	ids, _ := m.st.IDs()
 	for _, id := range ids {
 		md, err := m.st.Load(id)
-		if err != nil || md.Egress == nil || !md.Egress.Registered || md.State == api.StateCreated {
-			continue
+		if err != nil || md.Egress == nil || !md.Egress.Registered || md.State == api.StateCreated || pendingIntent(md) {
+			continue // pendingIntent: the operation under way (or its finisher) releases it
 		}
 		if !terminal(md.State) && (isContainer(md) || (!exists(m.st.Path(id, store.FileExit)) && m.holderAlive(id))) {
 			continue // running, as far as a file check tells
@@ -154,7 +161,7 @@ func (m *Manager) sweepEgress(ctx context.Context) {
 		func() {
 			unlock := m.lock(id)
 			defer unlock()
-			if md, err = m.st.Load(id); err != nil || md.Egress == nil || !md.Egress.Registered {
+			if md, err = m.st.Load(id); err != nil || md.Egress == nil || !md.Egress.Registered || pendingIntent(md) {
 				return
 			}
 			m.reconcile(ctx, md)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -85,9 +86,12 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 		_ = m.st.Save(md)
 		return
 	}
-	if md.State == api.StateCreated && md.Intent == nil {
+	if md.State == api.StateCreated && (md.Intent == nil || md.Intent.Op != "") {
+		// Only an older version's spawn intent (in metadata.json or
+		// intent.json) says a start was asked for; a provision intent of
+		// this version is resolved before (resolveIntent).
 		var in store.Intent
-		if m.st.ReadJSON(id, store.FileIntent, &in) != nil {
+		if md.Intent != nil || m.st.ReadJSON(id, store.FileIntent, &in) != nil {
 			return // never started
 		}
 	}
@@ -118,23 +122,50 @@ func (m *Manager) applyExit(md *store.Metadata, ex *store.ExitRecord) {
 	_ = m.st.Save(md)
 }
 
-// Reconcile reconciles every instance directory (at start).
+// Reconcile reconciles every entry of the instances directory (at
+// start, before supervisord serves): every directory is an instance or
+// is reclaimed (docs/supervisord.md, "Restart"). An instance left with
+// an intent has it finished or undone (a stop or destroy is finished in
+// the background by RunRecovery: its holder may take the stop timeout);
+// a directory without metadata (a crash between its mkdir and the
+// provision intent) and a directory left in the trash are removed. Then
+// the owner sweep releases the leases and bundles of supervisord's owner
+// id that no instance claims.
 func (m *Manager) Reconcile(ctx context.Context) {
-	ids, err := m.st.IDs()
+	ents, err := m.st.Entries()
 	if err != nil {
 		m.cfg.Logger.Error("instance.reconcile", slog.Any("err", err))
 		return
 	}
-	for _, id := range ids {
-		unlock := m.lock(id)
-		md, err := m.st.Load(id)
-		if err == nil {
-			m.readopt(md) // container instances: raise the fence (container.go)
-			m.reconcile(ctx, md)
-			m.cfg.Logger.Info("instance.reconciled", slog.String("instance", id), slog.String("state", md.State))
-		} else {
-			m.cfg.Logger.Warn("instance.unreadable", slog.String("instance", id), slog.Any("err", err))
+	for _, e := range ents {
+		switch {
+		case e.Trash:
+			err := os.RemoveAll(filepath.Join(m.st.Root, e.Name))
+			m.reclaimed(ctx, e.Name, "trash", err, nil)
+		case e.ID == "" || !e.Dir:
+			// Not a name supervisord makes: it blocks no instance id.
+			m.cfg.Logger.Warn("instance.foreign_entry", slog.String("name", e.Name))
+		default:
+			m.reconcileDir(ctx, e.ID)
 		}
-		unlock()
 	}
+	m.sweepOwned(ctx)
+}
+
+// reconcileDir is Reconcile of instance directory id.
+func (m *Manager) reconcileDir(ctx context.Context, id string) {
+	unlock := m.lock(id)
+	defer unlock()
+	md, err := m.st.Load(id)
+	if err != nil {
+		m.reclaimBroken(ctx, id, err)
+		return
+	}
+	m.readopt(md) // container instances: raise the fence (container.go)
+	if md.Intent != nil && md.Intent.Op != "" {
+		m.resolveIntent(ctx, md)
+		return
+	}
+	m.reconcile(ctx, md)
+	m.cfg.Logger.Info("instance.reconciled", slog.String("instance", id), slog.String("state", md.State))
 }

@@ -4,7 +4,9 @@ package manager
 
 import (
 	"errors"
+	"log/slog"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"hostkit.dev/cmd/supervisord/internal/proc"
@@ -54,4 +56,36 @@ func killOrphan(md *store.Metadata) bool {
 	_ = proc.SignalVerified(a, unix.SIGKILL)
 	_ = proc.SignalVerified(a, unix.SIGCONT)
 	return true
+}
+
+// holderTook reports whether a holder took md's instance: its record or
+// exit record exists, or the holder named in the provision intent is
+// still starting, in which case it is waited for (up to spawnTimeout)
+// until it writes holder.json or ends. One still starting after that is
+// killed (verified by identity): it never got as far as the agent's
+// record, so nothing of the instance is left running under it.
+func (m *Manager) holderTook(md *store.Metadata) bool {
+	took := func() bool {
+		return exists(m.st.Path(md.ID, store.FileHolder)) || exists(m.st.Path(md.ID, store.FileExit))
+	}
+	if took() {
+		return true
+	}
+	if md.Intent == nil || md.Intent.Holder == nil {
+		return m.holderAlive(md.ID) // never assigned (the identity is saved before the assignment)
+	}
+	h := *md.Intent.Holder
+	end, killed := time.Now().Add(spawnTimeout), false
+	for proc.Alive(h) && time.Now().Before(end.Add(5*time.Second)) {
+		if took() {
+			return true
+		}
+		if !killed && time.Now().After(end) {
+			m.cfg.Logger.Warn("instance.holder_stuck", slog.String("instance", md.ID), slog.Int("holder_pid", h.PID))
+			_ = proc.SignalVerified(h, unix.SIGKILL)
+			killed = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return took()
 }

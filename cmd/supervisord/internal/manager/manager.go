@@ -37,6 +37,11 @@ type Config struct {
 	// containerization-helper (container.go); nil: they fail with
 	// runtime.unavailable.
 	Containers *container.Runtime
+
+	// Audit records what supervisord releases on its own (reconcile's
+	// reclaimed directories, the owner sweep's leases and bundles); nil:
+	// not recorded.
+	Audit Auditor
 }
 
 // Manager owns every instance directory.
@@ -51,6 +56,7 @@ type Manager struct {
 	streams sync.Map       // call id → holder stream opened by the attach handler
 	lost    lostSeen       // instances whose credentials_lost event was logged
 	pool    *holderPool    // filled by RunPool
+	rec     recovery       // intents and sweeps left for later (intent.go)
 
 	uidsLoaded bool // the instances on disk were read into uids; guarded by uidMu
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"hostkit.dev/cmd/supervisord/internal/fault"
 	"hostkit.dev/cmd/supervisord/internal/holder"
 )
 
@@ -88,6 +89,7 @@ func (ph *pooledHolder) assign(a holder.Assignment, timeout time.Duration) (r ho
 	if _, err := ph.ch.Write(b); err != nil {
 		return r, false, err
 	}
+	fault.Point(fault.ProvisionAssigned)
 	for {
 		r, err = ph.read(deadline)
 		if err != nil || !r.Idle { // a fresh holder's idle message comes first

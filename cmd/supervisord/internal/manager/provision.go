@@ -14,6 +14,7 @@ import (
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/egress"
+	"hostkit.dev/cmd/supervisord/internal/fault"
 	"hostkit.dev/cmd/supervisord/internal/holder"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -24,6 +25,12 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // Provision creates an instance and, with req.Start, starts its holder.
 // Idempotent on the instance id: the same request answers the instance's
 // current status; a different one is instance.conflict.
+//
+// The first write is the provision intent (metadata.json, durable with
+// its directory entries), before any lease is staged: whatever step a
+// crash interrupts, reconcile finishes the provision (the agent was
+// started) or undoes it (leases revoked, bundle dropped, directory
+// removed; docs/supervisord.md, "Restart").
 func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*api.Instance, error) {
 	if err := m.normalize(req); err != nil {
 		return nil, err
@@ -51,48 +58,80 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 		}
 		return m.statusLocked(ctx, md), nil
 	}
+	md, err := m.create(id, dg, req)
+	if err == nil {
+		md.Intent = m.provisionIntent(id, req)
+		err = m.st.SaveIntent(md)
+	}
+	if err != nil {
+		m.discard(id)
+		return nil, err
+	}
+	fault.Point(fault.ProvisionIntent)
 	grant := &egress.Grant{}
 	if req.Start {
-		grant, err = m.acquireEgress(ctx, req)
+		grant, err = m.acquireEgress(ctx, req) // all or nothing: a failure released what it staged
 	} else {
 		err = m.checkEgress(ctx, req)
 	}
 	if err != nil {
-		os.RemoveAll(m.st.Dir(id))
+		m.discard(id)
 		return nil, err
 	}
-	md, err := m.create(id, dg, req, grant)
-	if err != nil {
-		if md != nil {
-			m.releaseEgress(ctx, md)
-		}
-		os.RemoveAll(m.st.Dir(id))
+	if err := m.writeEnv(md, grant); err != nil {
+		m.releaseEgress(ctx, md)
+		m.discard(id)
 		return nil, err
 	}
 	if !req.Start {
-		if err := m.syncRecord(id); err != nil {
-			os.RemoveAll(m.st.Dir(id))
+		md.Intent = nil
+		err := m.st.SaveAtomic(md)
+		if err == nil {
+			err = m.syncRecord(id)
+		}
+		if err != nil {
+			m.discard(id)
 			return nil, err
 		}
-	}
-	if req.Start {
-		if err := m.spawn(ctx, md); err != nil {
-			m.releaseEgress(ctx, md)
-			md.State = api.StateExited
-			md.Exit = &api.ExitStatus{Unknown: true}
-			md.ExitedAt = time.Now().UnixMilli()
-			_ = m.st.Save(md)
-			return nil, err
-		}
+	} else if err := m.spawn(ctx, md); err != nil {
+		m.releaseEgress(ctx, md)
+		md.Intent = nil
+		md.State = api.StateExited
+		md.Exit = &api.ExitStatus{Unknown: true}
+		md.ExitedAt = time.Now().UnixMilli()
+		_ = m.st.Save(md)
+		return nil, err
 	}
 	m.cfg.Logger.Info("instance.provision", slog.String("instance", id), slog.String("state", md.State), slog.Int("agent_uid", md.Spec.AgentUID))
 	return m.view(md, nil), nil
 }
 
-// create writes agent.env and metadata.json of a new instance directory,
-// atomically but not yet durably (spawn, or Provision without start, calls
-// syncRecord); grant's variables (egress) override the request's env.
-func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress.Grant) (*store.Metadata, error) {
+// provisionIntent is the intent of a provision of id: what it will stage
+// and register under supervisord's owner id.
+func (m *Manager) provisionIntent(id string, req *api.ProvisionRequest) *store.Intent {
+	in := &store.Intent{Op: store.OpProvision, Nonce: newNonce(), CreatedAt: time.Now().UnixMilli(), Invocation: id}
+	if m.cfg.Egress != nil && req.Start {
+		in.Owner, in.Bundle = m.cfg.Egress.Owner(), true
+		for _, c := range req.Credentials {
+			in.Credentials = append(in.Credentials, c.Credential)
+		}
+	}
+	return in
+}
+
+// discard removes a half-made instance of this process's own provision
+// (nothing outside supervisord holds anything of it any more).
+func (m *Manager) discard(id string) {
+	if err := m.removeDir(id); err != nil {
+		m.cfg.Logger.Error("instance.remove", slog.String("instance", id), slog.Any("err", err))
+	}
+	m.freeUID(id)
+}
+
+// create builds the metadata of a new instance: its agent uid and spec.
+// It writes nothing; the request's environment is checked here, before
+// anything is staged. Errors: uid.exhausted, instance.invalid.
+func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metadata, error) {
 	uid := -1
 	if m.root {
 		var err error
@@ -100,21 +139,11 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 			return nil, err
 		}
 	}
-	env := m.agentEnv(id, req)
-	maps.Copy(env, grant.Env)
-	var egr *egress.Record
-	if grant.Env != nil {
-		egr = &grant.Record
-	}
-	b, err := store.EncodeEnv(env)
-	if err != nil {
-		return &store.Metadata{ID: id, Egress: egr}, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
-	}
-	if err := store.WriteFileAtomic(m.st.Path(id, store.FileAgentEnv), b, 0o600); err != nil {
-		return &store.Metadata{ID: id, Egress: egr}, err
+	if _, err := store.EncodeEnv(m.agentEnv(id, req)); err != nil {
+		return nil, wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
 	}
 	now := time.Now().UnixMilli()
-	md := &store.Metadata{Egress: egr,
+	md := &store.Metadata{
 		ID: id, RequestDigest: dg, Request: *req, State: api.StateCreated,
 		Session: api.SessionDirect, WatchAgent: api.WatchAgent(id), CreatedAt: now, UpdatedAt: now,
 		Spec: store.Spec{
@@ -126,14 +155,23 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest, grant *egress
 	if req.Network != nil {
 		md.Spec.Network, md.Spec.Allow = req.Network.Mode, req.Network.Allow
 	}
-	if req.Start {
-		// The intent goes in this write: no extra file on the spawn path.
-		md.Intent = &store.Intent{Nonce: newNonce(), CreatedAt: now}
+	return md, m.backendSpec(md)
+}
+
+// writeEnv writes agent.env (atomically; spawn, or Provision without
+// start, makes it durable) with grant's variables overriding the
+// request's env, and records grant's bundle in md (not yet saved).
+func (m *Manager) writeEnv(md *store.Metadata, grant *egress.Grant) error {
+	env := m.agentEnv(md.ID, &md.Request)
+	maps.Copy(env, grant.Env)
+	if grant.Env != nil {
+		md.Egress = &grant.Record
 	}
-	if err := m.backendSpec(md); err != nil {
-		return md, err
+	b, err := store.EncodeEnv(env)
+	if err != nil {
+		return wire.Wrap(api.CodeInstanceInvalid, "env keys and values must not hold NUL or newline, keys not '='", err)
 	}
-	return md, m.st.SaveAtomic(md)
+	return store.WriteFileAtomic(m.st.Path(md.ID, store.FileAgentEnv), b, 0o600)
 }
 
 // syncRecord makes instance id's record durable: agent.env, metadata.json,

@@ -12,7 +12,9 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
 
+	"hostkit.dev/cmd/supervisord/internal/fault"
 	"hostkit.dev/cmd/supervisord/internal/holder"
+	"hostkit.dev/cmd/supervisord/internal/proc"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -20,29 +22,26 @@ import (
 const spawnTimeout = 15 * time.Second
 
 // spawn takes a holder (an idle one from the pool, else a freshly started
-// one; each in a session of its own, so it outlives supervisord), gives it
-// the instance and waits for its Ready message, then for holder.json.
-// The intent record (md.Intent) is in the metadata.json that create
-// wrote. Once the agent runs, the post-spawn metadata.json is written and
-// the instance record (agent.env, metadata.json, their directory entries)
-// made durable, while the audit "after" record is fsynced and the holder
-// writes holder.json: on ext4 those fsyncs share one journal commit, where
-// a sync running during the holder's start made each of its file
+// one; each in a session of its own, so it outlives supervisord), records
+// it in the provision intent, gives it the instance and waits for its
+// Ready message, then for holder.json. Once the agent runs, the
+// post-spawn metadata.json (intent cleared) is written and the instance
+// record (agent.env, metadata.json, their directory entries) made
+// durable, while the audit "after" record is fsynced and the holder
+// writes holder.json: on ext4 those fsyncs share one journal commit,
+// where a sync running during the holder's start made each of its file
 // operations wait for commits (docs/supervisord.md, "Durability"). The
 // caller holds the instance lock.
 func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	id := md.ID
-	if md.Intent == nil { // create writes it with the first metadata.json
-		md.Intent = &store.Intent{Nonce: newNonce(), CreatedAt: time.Now().UnixMilli()}
-		if err := m.st.SaveAtomic(md); err != nil {
-			return err
-		}
+	if md.Intent == nil { // Provision writes it first; a spawn is always part of one
+		md.Intent = &store.Intent{Op: store.OpProvision, Nonce: newNonce(), CreatedAt: time.Now().UnixMilli(), Invocation: id}
 	}
 	if err := os.MkdirAll(m.cfg.HolderDir, 0o700); err != nil {
 		return err
 	}
 	a := holder.Assignment{Dir: m.st.Dir(id), Sock: m.sockPath(id), Nonce: md.Intent.Nonce}
-	r, ph, err := m.assign(a)
+	r, ph, err := m.assign(md, a)
 	m.pool.refill()
 	if ph != nil {
 		// The answer waits for holder.json too (written by the holder
@@ -69,10 +68,12 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	rec := r.Record
 	md.Holder, md.Agent, md.PGID, md.StartedAt = rec.Holder, rec.Agent, rec.PGID, rec.StartedAt
 	md.State = api.StateRunning
+	md.Intent = nil // the provision is done: reconcile adopts the instance like any other
 	md.UpdatedAt = time.Now().UnixMilli()
 	if err := m.st.SaveAtomic(md); err != nil {
-		// holder.json holds the same facts, and reconcile reads it: not
-		// a reason to report a running agent as failed.
+		// holder.json holds the same facts, and reconcile reads it (the
+		// intent, still on disk, names the holder): not a reason to
+		// report a running agent as failed.
 		m.cfg.Logger.Error("instance.save", slog.String("instance", id), slog.Any("err", err))
 	}
 	if err := m.syncRecord(id); err != nil { // with the post-spawn metadata.json
@@ -80,21 +81,38 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 		// in doubt. Not a reason to report a running instance as failed.
 		m.cfg.Logger.Error("instance.sync", slog.String("instance", id), slog.Any("err", err))
 	}
+	fault.Point(fault.ProvisionRunning)
 	return nil
 }
 
 // assign gives instance a to a holder and returns its Ready message and
 // the holder (nil when none took the assignment), whose recorded the
-// caller must call. A pooled holder that cannot take the assignment (it
-// died while idle) is replaced once by a fresh one: the assignment never
-// reached it, so nothing of the instance happened there.
-func (m *Manager) assign(a holder.Assignment) (holder.Ready, *pooledHolder, error) {
+// caller must call. Before the assignment is sent, the holder's identity
+// is written into md's intent with agent.env's bundle record (one atomic
+// write): a restart that finds the intent waits for that holder rather
+// than undo an instance it is starting. A pooled holder that cannot take
+// the assignment (it died while idle) is replaced once by a fresh one:
+// the assignment never reached it, so nothing of the instance happened
+// there.
+func (m *Manager) assign(md *store.Metadata, a holder.Assignment) (holder.Ready, *pooledHolder, error) {
 	var err error
 	for try := 0; try < 2; try++ {
 		var ph *pooledHolder
 		if ph, err = m.pool.get(); err != nil {
 			return holder.Ready{}, nil, err
 		}
+		hid, ierr := proc.Identify(ph.cmd.Process.Pid)
+		if ierr != nil {
+			err = ierr
+			ph.discard()
+			continue
+		}
+		md.Intent.Holder = &hid
+		if err = m.st.SaveAtomic(md); err != nil {
+			ph.discard()
+			return holder.Ready{}, nil, err
+		}
+		fault.Point(fault.ProvisionRecord)
 		r, sent, aerr := ph.assign(a, spawnTimeout)
 		if sent {
 			return r, ph, aerr

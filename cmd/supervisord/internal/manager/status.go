@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
 
+	"hostkit.dev/cmd/supervisord/internal/container"
+	"hostkit.dev/cmd/supervisord/internal/fault"
 	"hostkit.dev/cmd/supervisord/internal/holder"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
@@ -47,11 +51,20 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 	return in
 }
 
-// statusLocked answers status with the instance lock held.
+// statusLocked answers status with the instance lock held. An instance
+// whose operation is still to be finished (an intent left by an earlier
+// process, RunRecovery's) is shown as recorded: the finisher reconciles
+// it.
 func (m *Manager) statusLocked(ctx context.Context, md *store.Metadata) *api.Instance {
-	m.reconcile(ctx, md)
+	if !pendingIntent(md) {
+		m.reconcile(ctx, md)
+	}
 	return m.status(ctx, md)
 }
+
+// pendingIntent reports whether md carries an intent of this version
+// (an operation not finished).
+func pendingIntent(md *store.Metadata) bool { return md.Intent != nil && md.Intent.Op != "" }
 
 // status merges the holder's live status, without any lock.
 func (m *Manager) status(ctx context.Context, md *store.Metadata) *api.Instance {
@@ -100,11 +113,10 @@ func (m *Manager) List(ctx context.Context) (*api.ListResponse, error) {
 
 // Stop stops instance id's whole tree and returns its status.
 func (m *Manager) Stop(ctx context.Context, id string) (*api.Instance, error) {
-	md, err := m.load(id)
+	md, unlock, err := m.loadLocked(id)
 	if err != nil {
 		return nil, err
 	}
-	unlock := m.lock(md.ID)
 	defer unlock()
 	if isContainer(md) {
 		return m.stopContainer(ctx, md) // container.go
@@ -113,17 +125,59 @@ func (m *Manager) Stop(ctx context.Context, id string) (*api.Instance, error) {
 	return m.view(md, nil), nil
 }
 
-// stopLocked stops md's tree through its holder, waits for the holder to
-// end and reconciles; the caller holds the instance lock.
+// loadLocked takes instance id's lock and reads its metadata under it
+// (an operation that finished meanwhile is seen). instance.not_found
+// when there is no metadata.
+func (m *Manager) loadLocked(id string) (*store.Metadata, func(), error) {
+	id, err := api.CanonicalID(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock := m.lock(id)
+	md, err := m.load(id)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return md, unlock, nil
+}
+
+// stopLocked is the stop of a host instance under its lock: the stop
+// intent is made durable (when there is anything to stop or release),
+// the tree is stopped, the bundle dropped and the leases revoked, then
+// the state is saved with the intent cleared. A crash at any step leaves
+// the intent, which the next supervisord finishes (RunRecovery).
 func (m *Manager) stopLocked(ctx context.Context, md *store.Metadata) {
-	defer m.releaseEgressSaved(ctx, md)
+	m.reconcile(ctx, md)
+	registered := md.Egress != nil && md.Egress.Registered
+	if terminal(md.State) && !registered && md.Intent == nil {
+		return // nothing to stop, nothing to release
+	}
+	if err := m.beginIntent(store.OpStop, md); err != nil {
+		m.cfg.Logger.Error("instance.save", slog.String("instance", md.ID), slog.Any("err", err))
+	}
+	fault.Point(fault.StopIntent)
+	m.stopTree(ctx, md)
+	fault.Point(fault.StopStopped)
+	m.releaseEgress(ctx, md)
+	fault.Point(fault.StopDropped)
+	md.Intent = nil
+	md.UpdatedAt = time.Now().UnixMilli()
+	if err := m.st.Save(md); err != nil {
+		m.cfg.Logger.Error("instance.save", slog.String("instance", md.ID), slog.Any("err", err))
+	}
+}
+
+// stopTree stops md's tree through its holder, waits for the holder to
+// end and reconciles; the caller holds the instance lock.
+func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 	m.reconcile(ctx, md)
 	if terminal(md.State) || !m.holderAlive(md.ID) {
 		m.reconcile(ctx, md)
 		return
 	}
 	md.State = api.StateStopping
-	_ = m.st.Save(md)
+	_ = m.st.SaveAtomic(md) // the intent, durable already, says what is under way
 	timeout := time.Duration(md.Request.StopTimeoutMS)*time.Millisecond + 20*time.Second
 	c := m.holderClient(md.ID, timeout)
 	var s holder.Status
@@ -142,28 +196,80 @@ func (m *Manager) stopLocked(ctx context.Context, md *store.Metadata) {
 }
 
 // Destroy stops instance id and removes its directory and run files,
-// under the instance lock.
+// under the instance lock. A half-made directory (no readable metadata)
+// is destroyed too: its holder, if one runs, is stopped, then it is
+// removed.
 func (m *Manager) Destroy(ctx context.Context, id string) error {
-	md, err := m.load(id)
+	id, err := api.CanonicalID(id)
 	if err != nil {
 		return err
 	}
-	unlock := m.lock(md.ID)
+	unlock := m.lock(id)
 	defer unlock()
-	if isContainer(md) {
+	md, err := m.st.Load(id)
+	switch {
+	case err != nil && !m.dirExists(id):
+		return wire.Errorf(api.CodeInstanceNotFound, "no instance %s", id)
+	case err != nil:
+		return m.destroyBroken(ctx, id, err)
+	case isContainer(md):
 		return m.destroyContainer(ctx, md) // container.go
 	}
-	m.stopLocked(ctx, md)
+	return m.destroyLocked(ctx, md)
+}
+
+// destroyLocked is the destroy of a host instance under its lock: the
+// destroy intent is made durable, the tree stopped, the egress released,
+// then the directory removed through the trash. A crash at any step
+// leaves the intent (or the trash), which the next supervisord finishes.
+func (m *Manager) destroyLocked(ctx context.Context, md *store.Metadata) error {
+	if err := m.beginIntent(store.OpDestroy, md); err != nil {
+		return err
+	}
+	fault.Point(fault.DestroyIntent)
+	m.stopTree(ctx, md)
 	if m.holderAlive(md.ID) {
 		return wire.Errorf(wire.CodeInternal, "the holder of %s did not end; not destroyed", md.ID)
 	}
-	os.Remove(m.sockPath(md.ID))
-	os.Remove(m.sockPath(md.ID) + ".lock")
-	os.Remove(m.tmuxSockPath(md.ID)) // left behind when a tmux server was killed
-	if err := os.RemoveAll(m.st.Dir(md.ID)); err != nil {
+	m.releaseEgress(ctx, md)
+	fault.Point(fault.DestroyReleased)
+	if err := m.removeDir(md.ID); err != nil {
 		return err
 	}
 	m.freeUID(md.ID)
 	m.cfg.Logger.Info("instance.destroy", "instance", md.ID)
+	return nil
+}
+
+// destroyBroken destroys instance directory id whose metadata cannot be
+// read (lerr): a holder that still runs there is stopped through its
+// socket (default stop timeout), then the directory goes.
+func (m *Manager) destroyBroken(ctx context.Context, id string, lerr error) error {
+	if rec, err := container.LoadRecord(m.st.Dir(id)); err == nil && !rec.Deleted() && (rec.ContainerID != "" || rec.Pending != nil) {
+		// A container instance: its container goes first, or nothing does.
+		if m.cfg.Containers == nil {
+			return wire.Errorf(api.CodeRuntimeUnavailable, "no containerization-helper is configured (-helper-socket); the container cannot be deleted, the instance stays")
+		}
+		if _, err := m.cfg.Containers.Stop(ctx, m.st.Dir(id), id, api.DefaultStopTimeoutMS); err != nil && !errors.Is(err, container.ErrProjectChanged) {
+			return err
+		}
+	}
+	if m.holderAlive(id) {
+		c := m.holderClient(id, time.Duration(api.DefaultStopTimeoutMS)*time.Millisecond+20*time.Second)
+		err := c.Call(context.WithoutCancel(ctx), holder.OpStop, &holder.StopRequest{TimeoutMS: api.DefaultStopTimeoutMS}, &holder.Status{})
+		c.Close()
+		for end := time.Now().Add(10 * time.Second); m.holderAlive(id) && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if m.holderAlive(id) {
+			return wire.Wrap(wire.CodeInternal, "the holder of the half-made instance did not end; not destroyed", err)
+		}
+	}
+	if err := m.removeDir(id); err != nil {
+		return err
+	}
+	m.freeUID(id)
+	m.cfg.Logger.Warn("instance.destroy", slog.String("instance", id), slog.Bool("half_made", true), slog.String("metadata_err", lerr.Error()))
+	m.sweepSoon() // whatever it staged outside, if anything, is the owner sweep's
 	return nil
 }

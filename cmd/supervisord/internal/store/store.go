@@ -1,16 +1,21 @@
 // Package store keeps supervisord's instance directories:
 // <state>/instances/<id>/ (0700) holding metadata.json (schema-versioned,
-// written atomically), agent.env (0600), intent.json (written before each
-// spawn), the holder's holder.json and exit.json, and the output log.
+// written atomically, with the intent of the operation in progress),
+// agent.env (0600), the holder's holder.json and exit.json, and the output
+// log; and supervisord's owner id (<state>/owner). A directory being
+// removed is first renamed to <state>/instances/.trash-<id>-<nonce>.
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"hostkit.dev/cmd/supervisord/internal/egress"
 	"hostkit.dev/cmd/supervisord/internal/proc"
@@ -74,16 +79,49 @@ type Metadata struct {
 	ExitedAt      int64                `json:"exited_at,omitempty"`
 	UpdatedAt     int64                `json:"updated_at"`
 	Restarts      int                  `json:"restarts,omitempty"` // on-failure restarts (from exit.json once ended)
-	Intent        *Intent              `json:"intent,omitempty"`   // the last spawn's intent, saved before its holder is assigned
+	Intent        *Intent              `json:"intent,omitempty"`   // the operation in progress (nil: none)
 }
 
-// Intent records, before a holder is given an instance, that a spawn was
-// attempted, so that a crash between spawn and metadata can be
-// reconciled. It is part of the metadata.json written before the spawn
-// (older versions wrote it to intent.json).
+// Ops of an Intent.
+const (
+	// OpProvision: the instance is being made. Written, durably, before
+	// the first lease is staged; cleared in the write that records the
+	// agent running (or, without start, the finished record). Reconcile
+	// finishes it when the agent was started (a holder took the
+	// instance) and undoes it otherwise: leases revoked, bundle dropped,
+	// directory removed.
+	OpProvision = "provision"
+	// OpStop: the instance's tree is being stopped and its bundle
+	// released. Reconcile finishes it.
+	OpStop = "stop"
+	// OpDestroy: the instance is being destroyed. Reconcile finishes it:
+	// the tree stopped, the bundle and leases released, the directory
+	// removed.
+	OpDestroy = "destroy"
+)
+
+// Intent is the durable record of a multi-step operation on an instance,
+// written in metadata.json before the operation's first step that
+// reaches outside the directory, so that a crash of supervisord at any
+// step leaves something reconcile finishes or undoes (docs/supervisord.md,
+// "Durability" and "Restart"). Records of older versions carry only
+// Nonce and CreatedAt (Op ""): a spawn was attempted.
 type Intent struct {
-	Nonce     string `json:"nonce"`
-	CreatedAt int64  `json:"created_at"`
+	Op        string `json:"op,omitempty"` // OpProvision, OpStop, OpDestroy; "" = an older version's spawn intent
+	Nonce     string `json:"nonce"`        // random; the holder echoes it in holder.json
+	CreatedAt int64  `json:"created_at"`   // Unix ms
+	// Owner and Invocation name what the operation stages and registers
+	// outside supervisord: leases at secretd and a bundle at egressd,
+	// both under Invocation (the instance id) and Owner (supervisord's
+	// owner id, store.LoadOwner).
+	Owner       string   `json:"owner,omitempty"`
+	Invocation  string   `json:"invocation,omitempty"`
+	Credentials []string `json:"credentials,omitempty"` // credential names to stage, in request order
+	Bundle      bool     `json:"bundle,omitempty"`      // a bundle is to be registered for Invocation
+	// Holder is the holder given the instance, recorded before the
+	// assignment is sent: a holder still starting when supervisord
+	// restarts is waited for by its identity, never mistaken for none.
+	Holder *proc.Identity `json:"holder,omitempty"`
 }
 
 // HolderRecord is holder.json, written by the holder once the agent runs.
@@ -183,9 +221,73 @@ func (s Store) Save(m *Metadata) error {
 	return WriteJSON(s.Path(m.ID, FileMetadata), m)
 }
 
+// SaveIntent writes metadata.json atomically and makes it durable with
+// its directory entries (the file, the instance directory and the
+// instances directory, fsynced at once): an intent must survive a host
+// crash before its operation reaches outside supervisord.
+func (s Store) SaveIntent(m *Metadata) error {
+	if err := s.SaveAtomic(m); err != nil {
+		return err
+	}
+	return SyncAll(s.Path(m.ID, FileMetadata), s.Dir(m.ID), s.Root)
+}
+
+// TrashPrefix starts the name of an instance directory being removed.
+const TrashPrefix = ".trash-"
+
+// Trash moves instance id's directory out of the instance namespace, to
+// a TrashPrefix name in the instances directory, in one atomic step made
+// durable, and returns its new path ("" when there was no directory).
+// The caller deletes it; a crash before that leaves it in the trash,
+// which reconcile empties, never a half-deleted instance under its id.
+func (s Store) Trash(id string) (string, error) {
+	trash := filepath.Join(s.Root, TrashPrefix+id+"-"+randHex(6))
+	if err := os.Rename(s.Dir(id), trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	return trash, SyncAll(s.Root)
+}
+
+// Entry is one entry of the instances directory.
+type Entry struct {
+	Name  string
+	ID    string // the canonical instance id, or "" when Name is none
+	Dir   bool
+	Trash bool // a directory being removed (TrashPrefix)
+}
+
+// Entries lists the instances directory, sorted by name.
+func (s Store) Entries() ([]Entry, error) {
+	ents, err := os.ReadDir(s.Root)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out := make([]Entry, 0, len(ents))
+	for _, e := range ents {
+		en := Entry{Name: e.Name(), Dir: e.IsDir(), Trash: strings.HasPrefix(e.Name(), TrashPrefix)}
+		if id, err := api.CanonicalID(e.Name()); err == nil && id == e.Name() {
+			en.ID = id
+		}
+		out = append(out, en)
+	}
+	return out, nil
+}
+
 // SaveAtomic writes metadata.json atomically without fsync (see
 // WriteJSONAtomic); SyncAll makes it durable.
 func (s Store) SaveAtomic(m *Metadata) error {
 	m.SchemaVersion = SchemaVersion
 	return WriteJSONAtomic(s.Path(m.ID, FileMetadata), m)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
