@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hostkit.dev/lib/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,13 @@ func TestMain(m *testing.M) {
 	go reapOrphans(stop)
 	code := m.Run()
 	close(stop)
+	if left := proctest.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d processes left behind by the tests (ended now):\n", len(left))
+		for _, p := range left {
+			fmt.Fprintf(os.Stderr, "  %d %s\n", p.PID, p.Args)
+		}
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
