@@ -210,7 +210,16 @@ func (c *conn) handle(req *http.Request) bool {
 		c.rejectErr(b, req, wire.Errorf(wire.CodeServerBusy, "too many requests in flight for this invocation (at most %d)", c.s.cfg.MaxRequestsPerInvocation), true)
 		return false
 	}
-	defer c.s.invRequests.give(b.Invocation)
+	// The slot is given back before the answer is written: a client that
+	// sends its next request once it has the answer finds it free.
+	slot := true
+	giveSlot := func() {
+		if slot {
+			slot = false
+			c.s.invRequests.give(b.Invocation)
+		}
+	}
+	defer giveSlot()
 	body, err := readBody(req, c.s.cfg.MaxBody)
 	if err != nil {
 		// A body that breaks its framing (chunk sizes, line endings), ends
@@ -252,6 +261,7 @@ func (c *conn) handle(req *http.Request) bool {
 		}
 	}
 	out, err := c.s.cfg.Pipeline.Do(c.s.ctx, in)
+	giveSlot()
 	if err != nil {
 		c.refuse(err, req.Close) // the pipeline audited it
 		return !req.Close
