@@ -170,7 +170,11 @@ func runProvider(ctx context.Context, cfg Config, s *Suite, p *Provider, dir str
 				if _, listed := exp[test]; listed {
 					failRuns = failRunsListed
 				}
+				if exp.Race(test) {
+					failRuns = 1 // either outcome is accepted
+				}
 				res := attempt(ctx, tdir, failRuns, once)
+				res.Race = exp.Race(test)
 				results[i] = res
 				if cfg.Verbose && ctx.Err() == nil {
 					status := "pass"

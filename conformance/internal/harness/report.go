@@ -106,7 +106,7 @@ func printSummary(out io.Writer, reps []report, skipped []string) {
 		fmt.Fprintf(tw, "%s\n", s)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "(failed: not on the expected-failure list; zero-check: failures that ran no check; stale: listed but passed)")
+	fmt.Fprintln(out, "(failed: not on the expected-failure list; zero-check: failures that ran no check; stale: listed but passed; a race is neither)")
 	for _, rep := range reps {
 		for _, t := range rep.r.Tests {
 			if t.RetriedAfter != "" && t.Passed { // a flake: a later run decided it
@@ -117,6 +117,14 @@ func printSummary(out io.Writer, reps []report, skipped []string) {
 	}
 	for _, rep := range reps {
 		for _, t := range rep.r.Tests {
+			if t.Race {
+				outcome := "failed"
+				if t.Passed {
+					outcome = "passed"
+				}
+				fmt.Fprintf(out, "  race      %s %-32s %s (not judged) %s\n", rep.r.Provider, t.Name, outcome, rep.exp[t.Name])
+				continue
+			}
 			if t.Passed {
 				continue
 			}
