@@ -231,7 +231,6 @@ func waitLockFree(path string) {
 	}
 }
 
-//
 // A destroy that fails (on a loaded machine one can take longer than the
 // client's timeout) is tried again until the list is empty, for up to 60
 // s; what is still there then fails the test that left it, by name
