@@ -231,7 +231,8 @@ func waitLockFree(path string) {
 	}
 }
 
-// A destroy that fails (on a loaded machine one can take longer than the
+// destroyAll destroys every instance the daemon lists. A destroy that
+// fails (on a loaded machine one can take longer than the
 // client's timeout) is tried again until the list is empty, for up to 60
 // s; what is still there then fails the test that left it, by name
 // (otherwise its holders would be reported only as processes left behind
