@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+	"golang.org/x/sys/unix"
 
 	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/lib/api/egressdapi"
@@ -70,10 +71,32 @@ func TestNetlinkOwnOwner(t *testing.T) {
 	}
 	is.Equal(fromProc, []uint32{me})
 
-	l.Close()
-	is.Equal(len(uids(t, addr.Port())), 0) // no listener
-	_, err = Checker{}.Check(addr)
+	// No listener: a port bound without listen(2) holds its number, so
+	// no other process (tests run beside this one) can start listening
+	// on it meanwhile, and no LISTEN socket is there to be found.
+	bare := boundPort(t)
+	is.Equal(len(uids(t, bare.Port())), 0)
+	_, err = Checker{}.Check(bare)
 	is.Equal(wire.CodeOf(err), egressdapi.CodeLoopbackOwnerUnknown)
+}
+
+// boundPort binds a TCP socket to a free port of 127.0.0.1 without
+// listening on it, for the test's life, and returns its address.
+func boundPort(t *testing.T) netip.AddrPort {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
 }
 
 func TestNetlinkDualStack(t *testing.T) {
