@@ -22,7 +22,17 @@ func Subreaper() error {
 // rounds), reaping each, and returns what it found. Zombies alone (exited,
 // not yet waited for) are reaped and not reported. It lists children with
 // ps(1) (procps), which the test machines have.
+//
+// A process gets LeftoverGrace to end on its own first: an idle holder
+// ends once the supervisord that started it has, which on a loaded machine
+// can come a moment after the test that stopped supervisord returned.
 func Leftovers() []Proc {
+	for end := time.Now().Add(LeftoverGrace); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		reap()
+		if len(children(os.Getpid())) == 0 {
+			break
+		}
+	}
 	var found []Proc
 	for round := 0; round < 20; round++ {
 		reap()
@@ -39,6 +49,10 @@ func Leftovers() []Proc {
 	reap()
 	return found
 }
+
+// LeftoverGrace is how long Leftovers lets the calling process's children
+// end on their own before it ends them and reports them.
+const LeftoverGrace = 5 * time.Second
 
 // reap waits for every child that has exited.
 func reap() {

@@ -54,3 +54,18 @@ func TestLeftovers(t *testing.T) {
 	}
 	is.Equal(len(children(os.Getpid())), 0)
 }
+
+// TestLeftoversGrace: a child that ends on its own within LeftoverGrace
+// (as an idle holder does once its supervisord is gone) is not reported;
+// the refused side is TestLeftovers.
+func TestLeftoversGrace(t *testing.T) {
+	is := is.New(t)
+	cmd := exec.Command("sleep", "0.5")
+	is.NoErr(cmd.Start())
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	start := time.Now()
+	is.Equal(len(Leftovers()), 0)
+	<-done
+	is.True(time.Since(start) < LeftoverGrace) // it ended on its own, well before the grace ran out
+}
