@@ -29,7 +29,13 @@ type flags struct {
 	strip         daemon.StringList
 	maxBody       int
 	maxResponse   int
-	timeout       time.Duration
+	budget        int
+	dial          time.Duration
+	tlsHandshake  time.Duration
+	respHeader    time.Duration
+	exchangeIdle  time.Duration
+	total         time.Duration
+	oldTimeout    bool // -request-timeout was given (renamed -total-timeout)
 	anonymous     daemon.StringList
 	maxTunnels    int
 	authAudit     float64
@@ -49,9 +55,22 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auditFsync, "audit-fsync", "always", "audit log fsync policy: always or never")
 	fs.Var(&f.resolve, "resolve", "static host map entry HOST:PORT:ADDR (repeatable, as curl --resolve); the only way to reach a non-public address by name")
 	fs.Var(&f.strip, "strip-response-header", "response header to remove (repeatable; default "+strings.Join(pipeline.DefaultStripResponse, ",")+")")
-	fs.IntVar(&f.maxBody, "max-request-body", 4<<20, "largest request body, bytes")
-	fs.IntVar(&f.maxResponse, "max-response-body", 4<<20, "largest response body, bytes")
-	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "longest an upstream request may take")
+	fs.IntVar(&f.maxBody, "max-request-body", 32<<20, "largest request body egressd reads whole before it sends the request, bytes")
+	fs.IntVar(&f.maxResponse, "max-response-body", 0, "largest response body, decoded bytes (0: no cap; a streamed answer past it is cut off)")
+	fs.IntVar(&f.budget, "buffer-budget", 256<<20, "bytes of request bodies all requests together may hold in memory at once; past it a request is refused with 503 server.busy")
+	fs.DurationVar(&f.dial, "dial-timeout", 10*time.Second, "longest a TCP connect to an upstream may take")
+	fs.DurationVar(&f.tlsHandshake, "tls-handshake-timeout", 10*time.Second, "longest a TLS handshake with an upstream may take")
+	fs.DurationVar(&f.respHeader, "response-header-timeout", 10*time.Minute, "longest an upstream may take to send its response header once the request is sent (a model may think for minutes)")
+	fs.DurationVar(&f.exchangeIdle, "idle-timeout", 5*time.Minute, "longest no byte may move in either direction in an exchange: the client sending its body or reading the answer, the upstream sending the answer after its header")
+	fs.DurationVar(&f.total, "total-timeout", 0, "longest a whole exchange may take, from the request to the end of the answer (0: no limit)")
+	fs.Func("request-timeout", "deprecated name of -total-timeout (accepted with a warning for one release)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		f.total, f.oldTimeout = d, true
+		return nil
+	})
 	fs.Var(&f.anonymous, "proxy-anonymous-allow", "origin or origin pattern that proxy clients without a token may reach (repeatable; none = anonymous use refused); never with credentials")
 	fs.IntVar(&f.maxTunnels, "proxy-max-tunnels", 512, "most concurrent CONNECT tunnels")
 	fs.IntVar(&f.maxHeader, "proxy-max-header-bytes", 64<<10, "largest request line and header block on the proxy face, bytes")
@@ -74,12 +93,20 @@ type Config struct {
 	Owner         loopowner.Checker
 	AuditFsync    bool
 	MaxBody       int
-	MaxResponse   int
-	Timeout       time.Duration
+	MaxResponse   int // 0: no cap
+	BufferBudget  int
+	Timeouts      timeouts
 	Strip         []string
 	ExtraCAPEM    []byte             // -ca-file's content, also put in the public CA bundle
 	Anonymous     *egressdapi.Policy // nil: anonymous proxy use refused
 	Proxy         proxyLimits
+}
+
+// timeouts are the exchange's timeouts by phase (zero Total: none).
+type timeouts struct {
+	Dial, TLSHandshake, ResponseHeader, Idle, Total time.Duration
+	// Renamed holds a warning for each deprecated flag name used.
+	Renamed []string
 }
 
 // proxyLimits are the proxy face's limits (proxy.Config).
@@ -100,7 +127,8 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		HostMap:       transport.HostMap{},
 		MaxBody:       f.maxBody,
 		MaxResponse:   f.maxResponse,
-		Timeout:       f.timeout,
+		BufferBudget:  f.budget,
+		Timeouts:      timeouts{Dial: f.dial, TLSHandshake: f.tlsHandshake, ResponseHeader: f.respHeader, Idle: f.exchangeIdle, Total: f.total},
 		Strip:         f.strip,
 		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
 			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, MaxConns: f.maxConns},
@@ -144,8 +172,14 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("-audit-fsync: want always or never, got %q", f.auditFsync)
 	}
-	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
-		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
+	if f.oldTimeout {
+		c.Timeouts.Renamed = append(c.Timeouts.Renamed, "-request-timeout is now -total-timeout; the old name goes in the next release")
+	}
+	if c.MaxBody <= 0 || c.BufferBudget < c.MaxBody || c.MaxResponse < 0 {
+		return nil, fmt.Errorf("-max-request-body must be positive, -buffer-budget at least -max-request-body, -max-response-body not negative")
+	}
+	if f.dial <= 0 || f.tlsHandshake <= 0 || f.respHeader <= 0 || f.exchangeIdle <= 0 || f.total < 0 {
+		return nil, fmt.Errorf("-dial-timeout, -tls-handshake-timeout, -response-header-timeout and -idle-timeout must be positive, -total-timeout not negative")
 	}
 	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) ||
 		f.invTunnels < 0 || f.invRequests <= 0 || f.maxConns <= 0 {

@@ -160,8 +160,12 @@ type InvocationStats struct {
 	// NetworkEgressBytes counts outbound request bytes only (request line,
 	// headers and body as sent), never response bytes.
 	NetworkEgressBytes uint64 `msgpack:"network_egress_bytes"`
-	Refused            uint64 `msgpack:"refused"`  // requests refused
-	Requests           uint64 `msgpack:"requests"` // requests sent upstream
+	// NetworkIngressBytes counts response body bytes passed on to the
+	// client (after scrubbing), as they pass: an open stream's bytes
+	// count before it ends.
+	NetworkIngressBytes uint64 `msgpack:"network_ingress_bytes"`
+	Refused             uint64 `msgpack:"refused"`  // requests refused
+	Requests            uint64 `msgpack:"requests"` // requests sent upstream
 }
 
 // StatsResponse lists bundles sorted by invocation.

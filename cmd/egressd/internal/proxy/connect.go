@@ -106,7 +106,7 @@ func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
 // established answers a CONNECT with 200 (no body, no Content-Length:
 // RFC 9110 §9.3.6).
 func (c *conn) established() bool {
-	c.writeBy(c.s.cfg.RequestTimeout)
+	c.writeBy(c.s.cfg.ExchangeIdle)
 	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return false
 	}
