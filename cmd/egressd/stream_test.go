@@ -5,8 +5,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +50,13 @@ const streamIdle = 2 * time.Second
 
 func newLLMFixture(t *testing.T, args ...string) *llmFixture {
 	t.Helper()
+	return newLLMFixtureWith(t, startEgressd, args...)
+}
+
+// newLLMFixtureWith is newLLMFixture with egressd started by start
+// (startEgressd in process, or startEgressdProc).
+func newLLMFixtureWith(t *testing.T, start func(*testing.T, string, ...string) *egressd, args ...string) *llmFixture {
+	t.Helper()
 	is := is.New(t)
 	root := newRoot(t)
 	ca := egresstest.NewCA(t)
@@ -56,7 +65,7 @@ func newLLMFixture(t *testing.T, args ...string) *llmFixture {
 	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
 	f.url = "https://llm.test:" + port
 	sd := startSecretd(t, root)
-	f.eg = startEgressd(t, root, append([]string{"-ca-file", ca.WriteFile(t, root), "-resolve", "llm.test:" + port + ":127.0.0.1",
+	f.eg = start(t, root, append([]string{"-ca-file", ca.WriteFile(t, root), "-resolve", "llm.test:" + port + ":127.0.0.1",
 		"-idle-timeout", streamIdle.String()}, args...)...)
 	var err error
 	f.info, err = f.eg.api.Info(ctx)
@@ -151,20 +160,42 @@ func uEscape(s string) string {
 	return b.String()
 }
 
-// pattern is the byte at offset i of /big's body.
-func pattern(i int) byte { return byte(i*7 + i>>13) }
+// patternBlock is the 64 KiB block /big's body repeats, each copy's
+// first 8 bytes replaced by its index (big-endian), so a lost, repeated
+// or reordered block changes the body's SHA-256.
+func patternBlock() []byte {
+	b := make([]byte, 64<<10)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
 
+// writePattern writes size bytes of /big's body to w.
 func writePattern(w io.Writer, size int) {
-	buf := make([]byte, 32<<10)
-	for off := 0; off < size; off += len(buf) {
-		n := min(len(buf), size-off)
-		for i := range n {
-			buf[i] = pattern(off + i)
-		}
+	block := patternBlock()
+	buf := make([]byte, len(block))
+	for k := 0; k*len(block) < size; k++ {
+		copy(buf, block)
+		binary.BigEndian.PutUint64(buf, uint64(k))
+		n := min(len(buf), size-k*len(buf))
 		if _, err := w.Write(buf[:n]); err != nil {
 			return
 		}
 	}
+}
+
+// patternSum is the SHA-256 of /big's body of size bytes.
+func patternSum(size int) [32]byte {
+	h := sha256.New()
+	writePattern(h, size)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // client is a Go client through egressd as inv-s, trusting egressd's CA.
@@ -451,34 +482,31 @@ func (f *llmFixture) seen(path string) string {
 	return f.auth[path]
 }
 
-// TestStreamLargeAnswer: an answer of 64 MiB (past the old 4 MiB cap;
+// TestStreamLargeAnswer: an answer of 256 MiB (past the old 4 MiB cap;
 // -max-response-body is none by default) arrives byte-exact through the
-// intercepted tunnel; with -max-response-body it is cut off there.
+// intercepted tunnel of an egressd process whose resident memory grows
+// by less than 32 MiB meanwhile; with -max-response-body the answer is
+// cut off there.
 func TestStreamLargeAnswer(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	f := newLLMFixture(t)
-	const size = 64 << 20
+	f := newLLMFixtureWith(t, startEgressdProc)
+	const size = 256 << 20
+	before := rss(t, f.eg.pid, "VmRSS")
 	resp, err := f.get(t, f.client(t), "/big?size="+strconv.Itoa(size))
 	is.NoErr(err)
-	n, bad := 0, -1
-	buf := make([]byte, 64<<10)
-	for {
-		m, err := resp.Body.Read(buf)
-		for i := range m {
-			if bad < 0 && buf[i] != pattern(n+i) {
-				bad = n + i
-			}
-		}
-		n += m
-		if err == io.EOF {
-			break
-		}
-		is.NoErr(err)
-	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
 	resp.Body.Close()
-	is.Equal(n, size)
-	is.Equal(bad, -1) // byte-exact
+	is.NoErr(err)
+	is.Equal(n, int64(size))
+	var sum [32]byte
+	is.Equal([32]byte(h.Sum(sum[:0])), patternSum(size)) // byte-exact
+	peak := rss(t, f.eg.pid, "VmHWM")
+	t.Logf("egressd resident: %d KiB before, peak %d KiB", before>>10, peak>>10)
+	if peak-before > 32<<20 {
+		t.Errorf("egressd's resident memory grew by %d KiB moving %d MiB (bound 32 MiB)", (peak-before)>>10, size>>20)
+	}
 
 	capped := newLLMFixture(t, "-max-response-body", "1048576")
 	resp, err = capped.get(t, capped.client(t), "/big?size="+strconv.Itoa(4<<20))
@@ -487,6 +515,26 @@ func TestStreamLargeAnswer(t *testing.T) {
 	resp.Body.Close()
 	is.True(err != nil) // cut off, never a clean end
 	is.True(waitAudit(t, capped.eg, `"code":"egress.response_too_large"`))
+}
+
+// rss reads a size field (VmRSS, VmHWM) of /proc/pid/status, in bytes.
+func rss(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
 
 // TestExpectContinueAnsweredByEgressd: a client that sends "Expect:
@@ -548,4 +596,151 @@ func (f *llmFixture) roots(t *testing.T) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	return pool
+}
+
+// TestStreamStatsCountOpenStream: egress stats counts an open stream's
+// answer bytes as they pass, before it ends.
+func TestStreamStatsCountOpenStream(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t)
+	resp, err := f.get(t, f.client(t), "/trickle?n=4&gap=500ms")
+	is.NoErr(err)
+	defer resp.Body.Close()
+	buf := make([]byte, 2)
+	_, err = io.ReadFull(resp.Body, buf)
+	is.NoErr(err)
+	st, err := f.eg.api.Stats(ctx, "inv-s")
+	is.NoErr(err)
+	is.Equal(len(st.Invocations), 1)
+	got := st.Invocations[0].NetworkIngressBytes
+	is.True(got >= 2 && got < 4) // counted while open
+	rest, err := io.ReadAll(resp.Body)
+	is.NoErr(err)
+	is.Equal(string(buf)+string(rest), "xxxx")
+}
+
+// TestBufferBudget: request bodies held at once share -buffer-budget: a
+// body that would pass it is refused with 503 server.busy while another
+// holds the budget, and accepted once it is back.
+func TestBufferBudget(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t, "-max-request-body", "65536", "-buffer-budget", "65536")
+	host := strings.TrimPrefix(f.url, "https://")
+	post := func(conn net.Conn, body string) {
+		fmt.Fprintf(conn, "POST /trickle?n=1 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", host, f.ph, 65536, body)
+	}
+	holder, hbr := f.tunnel(t) // announces 64 KiB, sends 10 bytes: it holds the budget
+	defer holder.Close()
+	post(holder, strings.Repeat("h", 10))
+	time.Sleep(200 * time.Millisecond) // egressd reads the head and takes the budget
+	other, obr := f.tunnel(t)
+	defer other.Close()
+	post(other, strings.Repeat("o", 65536))
+	resp, err := http.ReadResponse(obr, nil)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, http.StatusServiceUnavailable)
+	is.Equal(resp.Header.Get("X-Hostkit-Error"), "server.busy")
+	io.WriteString(holder, strings.Repeat("h", 65536-10))
+	resp, err = http.ReadResponse(hbr, nil)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200)
+	io.Copy(io.Discard, resp.Body)
+	third, tbr := f.tunnel(t)
+	defer third.Close()
+	post(third, strings.Repeat("t", 65536))
+	resp, err = http.ReadResponse(tbr, nil)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200) // the budget is back
+}
+
+// TestRequestTimeoutRenamed: the old -request-timeout still starts egressd
+// (as -total-timeout), with a warning naming the new flag.
+func TestRequestTimeoutRenamed(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t, "-request-timeout", "30s")
+	is.True(strings.Contains(f.eg.stderr.String(), "-request-timeout is now -total-timeout"))
+	is.True(strings.Contains(f.eg.stderr.String(), `"level":"WARN"`))
+	resp, err := f.get(t, f.client(t), "/trickle?n=1")
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, 200)
+}
+
+// TestTotalTimeout: -total-timeout cuts a stream that runs longer, even
+// one that is never idle.
+func TestTotalTimeout(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t, "-total-timeout", "1s")
+	resp, err := f.get(t, f.client(t), "/trickle?n=20&gap=200ms")
+	is.NoErr(err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	is.True(err != nil) // cut off, never a clean end
+	is.True(len(body) < 20)
+	is.True(waitAudit(t, f.eg, `"ended_by":"total_timeout"`))
+}
+
+// TestH2InsideTunnel: a Go client that offers h2 in ALPN inside the
+// intercepted tunnel speaks HTTP/2 to egressd, and egressd HTTP/2 to the
+// h2 upstream; the key is substituted, and concurrent streams on one
+// connection each get their own decision: the placeholder at its staged
+// header is substituted while the same placeholder in another header is
+// refused (egress.placeholder_misuse), side by side.
+func TestH2InsideTunnel(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t)
+	u, _ := url.Parse("http://inv-s:" + f.tok + "@" + f.info.ProxyAddress)
+	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{RootCAs: f.roots(t)}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	type result struct {
+		proto  string
+		status int
+		code   string
+		body   string
+	}
+	do := func(header string) result {
+		req, _ := http.NewRequest("GET", f.url+"/sse?n=2&gap=50ms", nil)
+		req.Header.Set(header, "Bearer "+f.ph)
+		resp, err := c.Do(req)
+		if err != nil {
+			return result{code: err.Error()}
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return result{resp.Proto, resp.StatusCode, resp.Header.Get("X-Hostkit-Error"), string(b)}
+	}
+	is.Equal(do("Authorization").proto, "HTTP/2.0") // one connection, then its streams
+	var wg sync.WaitGroup
+	results := make([]result, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := "Authorization"
+			if i%2 == 1 {
+				h = "X-Other"
+			}
+			results[i] = do(h)
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		is.Equal(r.proto, "HTTP/2.0")
+		if i%2 == 0 {
+			is.Equal(r.status, 200)
+			is.True(strings.Contains(r.body, "[DONE]"))
+		} else {
+			is.Equal(r.status, http.StatusForbidden)
+			is.Equal(r.code, egressdapi.CodePlaceholderMisuse)
+		}
+	}
+	is.Equal(f.seen("/sse"), "Bearer "+canary) // substituted upstream
+	checkNoCanary(t, f.eg.stderr.String()+f.eg.auditLog(t))
+	is.True(strings.Contains(f.eg.auditLog(t), `"proto":"h2"`))
 }

@@ -219,7 +219,7 @@ func (c *conn) handle(req *http.Request) bool {
 		}
 	}
 	defer giveSlot()
-	body, held, err := c.readBody(req)
+	body, held, err := c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
 	defer c.s.budget.give(held)
 	if err != nil {
 		c.rejectErr(b, req, err, true)
@@ -267,17 +267,19 @@ func (c *conn) handle(req *http.Request) bool {
 
 // readBody reads req's body whole, at most MaxBody bytes, holding its
 // size in the server's buffer budget (the caller gives back held bytes,
-// also on error). A client that sent "Expect: 100-continue" is told to
-// go on first (RFC 9110 section 10.1.1): egressd reads the body itself
-// before the upstream sees the request. Errors (the connection cannot
-// carry another request after any): egress.too_large (413),
-// server.busy (503, the budget is spent), egress.invalid_request (400,
-// the framing broke), egress.timeout (408, the body stopped arriving).
-func (c *conn) readBody(req *http.Request) (body []byte, held int, err error) {
+// also on error). progress, when set, runs before each read (it moves
+// the connection's read deadline). A client that sent "Expect:
+// 100-continue" is told to go on first by cont, when set (RFC 9110
+// section 10.1.1): egressd reads the body itself before the upstream
+// sees the request. Errors (the connection cannot carry another request
+// after any): egress.too_large (413), server.busy (503, the budget is
+// spent), egress.invalid_request (400, the framing broke),
+// egress.timeout (408, the body stopped arriving).
+func (s *Server) readBody(req *http.Request, progress func(), cont func() error) (body []byte, held int, err error) {
 	if req.Body == http.NoBody || req.Body == nil {
 		return nil, 0, nil
 	}
-	limit := c.s.cfg.MaxBody
+	limit := s.cfg.MaxBody
 	if req.ContentLength > int64(limit) {
 		return nil, 0, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
 	}
@@ -291,14 +293,12 @@ func (c *conn) readBody(req *http.Request) (body []byte, held int, err error) {
 	if req.ContentLength >= 0 {
 		step = want
 	}
-	if !c.s.budget.take(step) {
-		return nil, 0, errBudget(c.s.cfg.BufferBudget)
+	if !s.budget.take(step) {
+		return nil, 0, errBudget(s.cfg.BufferBudget)
 	}
 	held = step
-	if expectsContinue(req) {
-		c.writeBy(c.s.cfg.ExchangeIdle)
-		c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-		if err := c.bw.Flush(); err != nil {
+	if cont != nil && expectsContinue(req) {
+		if err := cont(); err != nil {
 			return nil, held, clientGone(err)
 		}
 	}
@@ -309,13 +309,15 @@ func (c *conn) readBody(req *http.Request) (body []byte, held int, err error) {
 				return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
 			}
 			grow := min(max((len(buf)), 64<<10), limit+1-len(buf))
-			if !c.s.budget.take(grow) {
-				return nil, held, errBudget(c.s.cfg.BufferBudget)
+			if !s.budget.take(grow) {
+				return nil, held, errBudget(s.cfg.BufferBudget)
 			}
 			held += grow
 			buf = slices.Grow(buf, grow)
 		}
-		c.readBy(c.s.cfg.ExchangeIdle) // the body keeps arriving: no byte for that long ends it
+		if progress != nil {
+			progress() // the body keeps arriving: no byte for that long ends it
+		}
 		n, rerr := req.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if rerr == io.EOF {
@@ -334,6 +336,13 @@ func (c *conn) readBody(req *http.Request) (body []byte, held int, err error) {
 		return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
 	}
 	return buf, held, nil
+}
+
+// continue100 writes "100 Continue" (RFC 9110 section 15.2.1).
+func (c *conn) continue100() error {
+	c.writeBy(c.s.cfg.ExchangeIdle)
+	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	return c.bw.Flush()
 }
 
 // expectsContinue reports whether req asks for a 100 (Continue) before
