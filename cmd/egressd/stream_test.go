@@ -57,15 +57,25 @@ func newLLMFixture(t *testing.T, args ...string) *llmFixture {
 // (startEgressd in process, or startEgressdProc).
 func newLLMFixtureWith(t *testing.T, start func(*testing.T, string, ...string) *egressd, args ...string) *llmFixture {
 	t.Helper()
+	ca := egresstest.NewCA(t)
+	f := &llmFixture{ended: map[string]time.Time{}, auth: map[string]string{}}
+	srv := ca.TLSServer(t, http.HandlerFunc(f.serve), "llm.test")
+	f.setup(t, ca, start, "llm.test", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port), args...)
+	return f
+}
+
+// setup starts secretd and egressd (by start) with host:port mapped to
+// 127.0.0.1 and ca trusted, puts the credential llm for https://host:port
+// (header Authorization, "Bearer {}"), and registers inv-s with a lease
+// of it.
+func (f *llmFixture) setup(t *testing.T, ca *egresstest.CA, start func(*testing.T, string, ...string) *egressd, host, port string, args ...string) {
+	t.Helper()
 	is := is.New(t)
 	root := newRoot(t)
-	ca := egresstest.NewCA(t)
-	f := &llmFixture{tok: strings.Repeat("s", 43), ended: map[string]time.Time{}, auth: map[string]string{}}
-	srv := ca.TLSServer(t, http.HandlerFunc(f.serve), "llm.test")
-	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
-	f.url = "https://llm.test:" + port
+	f.tok = strings.Repeat("s", 43)
+	f.url = "https://" + host + ":" + port
 	sd := startSecretd(t, root)
-	f.eg = start(t, root, append([]string{"-ca-file", ca.WriteFile(t, root), "-resolve", "llm.test:" + port + ":127.0.0.1",
+	f.eg = start(t, root, append([]string{"-ca-file", ca.WriteFile(t, root), "-resolve", host + ":" + port + ":127.0.0.1",
 		"-idle-timeout", streamIdle.String()}, args...)...)
 	var err error
 	f.info, err = f.eg.api.Info(ctx)
@@ -78,7 +88,6 @@ func newLLMFixtureWith(t *testing.T, start func(*testing.T, string, ...string) *
 	f.ph = st.Placeholder
 	_, err = f.eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: "inv-s", ProxyToken: f.tok, Handles: [][]byte{st.Handle}})
 	is.NoErr(err)
-	return f
 }
 
 // serve is llm.test. Every path answers after checking the key:

@@ -115,6 +115,12 @@ type Input struct {
 	Substitute bool
 	// Fields are extra audit fields (the proxy face's listener and tunnel).
 	Fields map[string]any
+	// Upgrade asks the upstream to switch protocols: "websocket" (RFC
+	// 6455 section 4.1; a GET) or "" for none. The request goes out with
+	// "Connection: Upgrade" and "Upgrade: websocket" and without
+	// Sec-WebSocket-Extensions (no extension is negotiated, so every
+	// frame can be scanned); a 101 answer is then Stream.Upgraded.
+	Upgrade string
 }
 
 // Output is the sanitized upstream answer.

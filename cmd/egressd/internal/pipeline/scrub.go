@@ -1,18 +1,18 @@
 package pipeline
 
-// bodyScrubber scrubs one response body that arrives in pieces: Next
+// BodyScrubber scrubs one response body (or one WebSocket message) that arrives in pieces: Next
 // returns, appended to dst, what may be passed on now; Close the rest at
 // the body's end. An error means the body holds a held value in a form
 // that cannot be removed in place: the answer is cut off before it.
-type bodyScrubber interface {
+type BodyScrubber interface {
 	Next(dst, p []byte) ([]byte, error)
 	Close(dst []byte) ([]byte, error)
 }
 
-// newScrubber returns a scrubber for one body over the values held now.
+// NewScrubber returns a scrubber for one body over the values held now.
 // INTERIM: holds the whole body until Close (to be replaced by
 // redact.Stream).
-func (p *Pipeline) newScrubber() bodyScrubber {
+func (p *Pipeline) NewScrubber() BodyScrubber {
 	return &wholeScrubber{p: p}
 }
 

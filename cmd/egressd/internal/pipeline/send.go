@@ -23,9 +23,9 @@ func canonical(h string) string { return http.CanonicalHeaderKey(h) }
 // response as soon as its header has arrived; the body streams. rec is
 // the record as sent, owned by this request: the default User-Agent is
 // added to its header in place (RequestBytes counts it already).
-// Redirects are returned, not followed. Errors: egress.timeout,
-// egress.upstream_error.
-func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route) (*http.Response, error) {
+// Redirects are returned, not followed. upgrade is Input.Upgrade.
+// Errors: egress.timeout, egress.upstream_error.
+func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route, upgrade string) (*http.Response, error) {
 	h := rec.Header
 	if h == nil {
 		h = http.Header{}
@@ -37,6 +37,13 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 	// The body was read whole: a client's Expect was answered by egressd
 	// (or needs no answer) and is not the upstream's to answer.
 	delete(h, "Expect")
+	if upgrade != "" {
+		// request.Parse removed the client's hop-by-hop fields; the
+		// upgrade egressd relays is its own.
+		delete(h, "Sec-Websocket-Extensions")
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
+	}
 	req := &http.Request{
 		Method: rec.Method, URL: rec.URL(), Header: h, Host: rec.Authority(),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, ContentLength: int64(len(rec.Body)),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +37,10 @@ type Stream struct {
 	b      *bundle.Bundle
 	pair   audit.Pair
 	resp   *http.Response
+	conn   io.ReadWriteCloser // a 101 answer's upgraded connection
 	src    io.Reader // resp.Body, or a gzip reader over it (lazily made)
 	gz     bool
-	sc     bodyScrubber
+	sc     BodyScrubber
 	ctx    context.Context // the exchange's: cancelled by its end, or by the caller with ErrClientGone
 	cancel context.CancelFunc
 	idle   *time.Timer  // after the header: no upstream byte for IdleTimeout
@@ -133,16 +135,19 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 	if whole {
 		wholeOnly(sent)
 	}
-	resp, err := p.Send(rctx, sent, route)
+	resp, err := p.Send(rctx, sent, route, in.Upgrade)
 	if err != nil {
 		err = st.readErr(err, false)
 	}
 	if err == nil {
 		d.status = resp.StatusCode
 		st.resp, st.src, st.Status = resp, resp.Body, resp.StatusCode
-		if whole && resp.StatusCode == http.StatusPartialContent {
+		switch {
+		case whole && resp.StatusCode == http.StatusPartialContent:
 			err = errPartial()
-		} else {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			err = st.upgraded(in.Upgrade)
+		default:
 			err = st.sanitizeHeader()
 		}
 	}
@@ -151,12 +156,60 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 		st.Close()
 		return nil, err
 	}
-	st.sc = p.newScrubber()
+	st.sc = p.NewScrubber()
 	st.buf = make([]byte, streamBuf)
 	if p.cfg.IdleTimeout > 0 {
 		st.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { st.end(endIdle) })
 	}
 	return st, nil
+}
+
+// upgraded checks a 101 answer: the upgrade asked for, to WebSocket, with
+// no extension (none was offered: an extension would hide frames'
+// payloads from the scanner), and a body that is the connection. Errors:
+// egress.upstream_error.
+func (st *Stream) upgraded(want string) error {
+	h := st.resp.Header
+	rwc, ok := st.resp.Body.(io.ReadWriteCloser)
+	if want == "" || !ok || !strings.EqualFold(h.Get("Upgrade"), want) {
+		return wire.Errorf(egressdapi.CodeUpstreamError, "the upstream switched protocols without being asked to")
+	}
+	if len(h.Values("Sec-Websocket-Extensions")) > 0 {
+		return wire.Errorf(egressdapi.CodeUpstreamError, "the upstream negotiated a WebSocket extension that was not offered")
+	}
+	out, err := st.p.SanitizeFields(h)
+	if err != nil {
+		return err
+	}
+	st.Header, st.conn = out, rwc
+	return nil
+}
+
+// Upgraded returns the upstream connection of a 101 answer (nil for any
+// other): the caller relays frames over it and reports what passed with
+// Count, then Close ends the exchange.
+func (st *Stream) Upgraded() io.ReadWriteCloser { return st.conn }
+
+// Count adds bytes relayed over an upgraded connection: out to the
+// upstream (network_egress_bytes), in to the client.
+func (st *Stream) Count(out, in uint64) {
+	if out > 0 {
+		st.d.bytesOut += out
+		st.b.AddBytes(out)
+	}
+	if in > 0 {
+		st.d.bytesIn += in
+		st.b.AddIngress(in)
+	}
+}
+
+// End records why an upgraded exchange ended (the after record's
+// ended_by) and, when err is not nil, its code as the outcome.
+func (st *Stream) End(why string, err error) {
+	st.why.CompareAndSwap(nil, why)
+	if err != nil {
+		st.fail(err)
+	}
 }
 
 // streamBuf is the size of one upstream read of a streamed body: large
@@ -364,7 +417,7 @@ func (st *Stream) Fail(err error) {
 func (st *Stream) Close() error {
 	st.closeOnce.Do(func() {
 		complete := st.err == io.EOF && st.off == len(st.out)
-		if !complete && st.endCode == "" && st.resp != nil && BodyAllowed(st.Status) {
+		if !complete && st.endCode == "" && st.resp != nil && BodyAllowed(st.Status) && st.conn == nil {
 			// The caller stopped reading: it gave up on the answer.
 			st.why.CompareAndSwap(nil, endClient)
 			st.endCode = egressdapi.CodeClientClosed

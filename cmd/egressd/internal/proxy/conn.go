@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -233,6 +234,9 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
 		Bundle: b, Substitute: true, Fields: c.fields} // the pipeline copies Fields, never writes them
+	if wantsWebSocket(req) {
+		in.Upgrade = "websocket"
+	}
 	n := 0
 	for _, vs := range req.Header {
 		n += len(vs)
@@ -251,7 +255,7 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	defer cancel(nil)
-	stopWatch := c.watchClient(cancel)
+	stopWatch := sync.OnceFunc(c.watchClient(cancel))
 	defer stopWatch()
 	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
 	giveSlot()
@@ -261,6 +265,12 @@ func (c *conn) handle(req *http.Request) bool {
 		}
 		c.refuse(err, req.Close) // the pipeline audited it
 		return !req.Close
+	}
+	if st.Upgraded() != nil {
+		stopWatch() // the relay reads the client from here on
+		c.rdl = time.Time{}
+		_ = c.c.SetReadDeadline(time.Time{})
+		return c.websocket(st)
 	}
 	return c.stream(req, st)
 }
