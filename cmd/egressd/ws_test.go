@@ -156,6 +156,15 @@ func (f *llmFixture) ws(t *testing.T, msgs ...string) []string {
 func TestWebSocketThroughInterception(t *testing.T) {
 	t.Parallel()
 	f := newWSFixture(t)
+	t.Run("cases", func(t *testing.T) { wsCases(t, f) })
+	is := is.New(t)
+	is.True(waitAudit(t, f.eg, `"ended_by":"policy"`))
+	is.True(waitAudit(t, f.eg, `"ended_by":"echo"`))
+	checkNoCanary(t, f.eg.auditLog(t)+f.eg.stderr.String())
+}
+
+// wsCases are TestWebSocketThroughInterception's exchanges, in parallel.
+func wsCases(t *testing.T, f *llmFixture) {
 	for _, tc := range []struct {
 		name string
 		msgs []string
@@ -175,9 +184,4 @@ func TestWebSocketThroughInterception(t *testing.T) {
 			checkNoCanary(t, strings.Join(got, "\n"))
 		})
 	}
-	is := is.New(t)
-	log := f.eg.auditLog(t)
-	is.True(strings.Contains(log, `"ended_by":"policy"`))
-	is.True(strings.Contains(log, `"ended_by":"echo"`))
-	checkNoCanary(t, log+f.eg.stderr.String())
 }
