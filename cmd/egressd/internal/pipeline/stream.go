@@ -38,7 +38,7 @@ type Stream struct {
 	pair   audit.Pair
 	resp   *http.Response
 	conn   io.ReadWriteCloser // a 101 answer's upgraded connection
-	src    io.Reader // resp.Body, or a gzip reader over it (lazily made)
+	src    io.Reader          // resp.Body, or a gzip reader over it (lazily made)
 	gz     bool
 	sc     BodyScrubber
 	ctx    context.Context // the exchange's: cancelled by its end, or by the caller with ErrClientGone
