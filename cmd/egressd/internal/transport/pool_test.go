@@ -322,3 +322,20 @@ func TestLargeBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSHandshakeTimeout: an https upstream that accepts the connection
+// but never answers the ClientHello is egress.timeout after
+// TLSHandshakeTimeout, not after the longer ResponseHeaderTimeout.
+func TestTLSHandshakeTimeout(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	silent := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		io.Copy(io.Discard, br) // until the client goes
+	})
+	up := upstream{origin: "https://api.test:" + itoa(silent.addr.Port()), addr: silent.addr}
+	tr := up.transport(t, Config{TLSHandshakeTimeout: 200 * time.Millisecond})
+	start := time.Now()
+	_, err := up.get(tr, "/")
+	is.Equal(wire.CodeOf(err), egressdapi.CodeTimeout)
+	is.True(time.Since(start) < 5*time.Second)
+}
