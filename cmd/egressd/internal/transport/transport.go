@@ -107,12 +107,13 @@ func limit(d, def time.Duration) time.Duration {
 }
 
 // RoundTrip sends req (whose URL's scheme, host and port are origin's)
-// over a connection to exactly r.Addr, with net/http's Transport: HTTP/1.1,
-// or HTTP/2 when an https upstream chooses it in ALPN. It never follows
-// redirects: a 3xx is returned as it is. The response body streams as it
-// arrives, nothing is buffered here; 1xx answers before the final one are
-// read past, and a 101 (Switching Protocols) answer to an Upgrade request
-// has a Body that is an io.ReadWriteCloser on the connection. req's
+// over a connection to exactly r.Addr, with net/http's Transport:
+// HTTP/1.1, or HTTP/2 when an https upstream chooses it in ALPN. It never
+// follows redirects: a 3xx is returned as it is. The response body
+// streams as it arrives, nothing is buffered here. 1xx answers before the
+// final one are read past (at most 5, as net/http allows); a 101
+// (Switching Protocols) answer to an Upgrade request has a Body that is
+// an io.ReadWriteCloser on the connection (RFC 9110 section 7.8). req's
 // context bounds the whole exchange, the body's reading included: its end
 // closes the connection (HTTP/1.1) or resets the stream (HTTP/2) at once.
 // Read the body to its end, then close it, for the connection to be kept.
