@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env.Logger.Warn("egressd.flag_renamed", slog.String("msg", w))
 	}
 	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{face.bound},
-		DialTimeout: to.Dial, ResponseHeaderTimeout: to.ResponseHeader})
+		DialTimeout: to.Dial, TLSHandshakeTimeout: to.TLSHandshake, ResponseHeaderTimeout: to.ResponseHeader})
 	defer tr.Close()
 	p := pipeline.New(pipeline.Config{
 		Registry: reg, Transport: tr, Owner: cfg.Owner, Audit: al, Logger: env.Logger,
