@@ -41,9 +41,7 @@ func (d *Detector) Next(p []byte) (release int, hit bool) {
 	if d.v.hit || d.done {
 		return int(d.rel), d.v.hit
 	}
-	for i, c := range p {
-		d.v.push(c, d.n+int64(i))
-	}
+	d.v.write(p, d.n)
 	d.n += int64(len(p))
 	if d.v.hit {
 		return int(d.rel), true

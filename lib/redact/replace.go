@@ -1,5 +1,7 @@
 package redact
 
+import "unsafe"
+
 // replacer replaces the patterns of one automaton in text that arrives
 // in pieces; Scrub runs it over a whole text as one piece, so the
 // buffered and the streaming scrubber are one implementation.
@@ -22,6 +24,7 @@ package redact
 // again "from the start" means from the start of what is held.
 type replacer struct {
 	a *automaton
+	m *matcher // its fast search, to skip text with no match; may be nil
 	// crossLeft is set when some pattern has '[' after its first byte:
 	// only then can a match begin before a marker and run into it.
 	crossLeft bool
@@ -33,8 +36,9 @@ type replacer struct {
 	cs, ce    int     // the candidate match [cs, ce), cs < 0: none
 }
 
-func newReplacer(a *automaton) *replacer {
-	r := &replacer{a: a, cs: -1}
+func newReplacer(m *matcher) *replacer {
+	a, _ := m.automata()
+	r := &replacer{a: a, m: m, cs: -1}
 	// A pattern reaching into a marker from the left holds '[' past its
 	// first byte.
 	r.crossLeft = a.class['['] != 0 && a.crossesLeft()
@@ -73,6 +77,17 @@ func (r *replacer) write(p []byte) {
 // is replaced and every byte is final.
 func (r *replacer) run(final bool) int {
 	for {
+		if r.st == 0 && r.cs < 0 && !r.crossLeft && r.m != nil && r.scan < len(r.buf) {
+			// Nothing under way: skip with the matcher's search to the
+			// next match, but never into the last maxLen bytes, where a
+			// longer match may start earlier and end past the text.
+			rest := r.buf[r.scan:]
+			skip := max(len(rest)-r.a.maxLen, 0)
+			if i, _ := r.m.find(unsafe.String(unsafe.SliceData(rest), len(rest)), 0); i >= 0 {
+				skip = min(skip, i)
+			}
+			r.scan += skip
+		}
 		for r.scan < len(r.buf) {
 			r.st = r.a.step(r.st, r.buf[r.scan])
 			r.scan++
@@ -193,8 +208,8 @@ func (r *replacer) drop(n int) {
 }
 
 // replaceAll is Scrub's work on a text with at least one match.
-func replaceAll(a *automaton, s string) string {
-	r := newReplacer(a)
+func replaceAll(m *matcher, s string) string {
+	r := newReplacer(m)
 	r.buf = []byte(s)
 	r.kind = make([]uint8, len(s))
 	return string(r.buf[:r.run(true)])

@@ -171,8 +171,7 @@ func (s *Scrubber) Scrub(str string) string {
 	if i, _ := m.find(str, 0); i < 0 {
 		return str
 	}
-	full, _ := m.automata()
-	return replaceAll(full, str)
+	return replaceAll(m, str)
 }
 
 // ScrubBytes is Scrub for bytes. It returns b itself when nothing matches,

@@ -57,8 +57,7 @@ func (s *Scrubber) NewStream() *Stream {
 	if m == nil {
 		return &Stream{}
 	}
-	full, _ := m.automata()
-	return &Stream{r: newReplacer(full), v: newViews(m, false)}
+	return &Stream{r: newReplacer(m), v: newViews(m, false)}
 }
 
 // Next reads p, the next piece of the body, and appends to dst what may
@@ -117,10 +116,7 @@ func (st *Stream) Held() int {
 
 // read gives scrubbed text to the views.
 func (st *Stream) read(b []byte) {
-	at := st.base + int64(len(st.out))
-	for i, c := range b {
-		st.v.push(c, at+int64(i))
-	}
+	st.v.write(b, st.base+int64(len(st.out)))
 	st.out = append(st.out, b...)
 }
 

@@ -30,6 +30,7 @@ type views struct {
 	// invisible character could begin a pattern once let through.
 	holdLines, holdInvisible bool
 	hit                      bool
+	hexScratch               hexScan // plainRun's shared separated-hex state
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
 	unescOut [MaxDecodeLevels][]vbyte
@@ -54,9 +55,64 @@ func newViews(m *matcher, raw bool) *views {
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
 	}
+	v.hexScratch = newHexScan(hex)
 	v.holdLines = full.starts['\r'] || full.starts['\n']
 	v.holdInvisible = full.starts[0xE2] || full.starts[0xEF] || full.starts[0xC2]
 	return v
+}
+
+// plainStop are the bytes that some transducer changes or holds: text
+// without them reads the same in every view.
+var plainStop = newByteSet("\\%=+&\r\n\xE2\xEF\xC2")
+
+// write reads text whose first byte is at offset org.
+func (v *views) write(b []byte, org int64) {
+	for len(b) > 0 {
+		if v.idle() {
+			k := indexIn(b, &plainStop)
+			if k < 0 {
+				k = len(b)
+			}
+			if k > 0 {
+				v.plain(b[:k], org)
+				b, org = b[k:], org+int64(k)
+				continue
+			}
+		}
+		v.push(b[0], org)
+		b, org = b[1:], org+1
+	}
+}
+
+// idle reports whether no transducer holds anything.
+func (v *views) idle() bool {
+	if len(v.plus.pend) > 0 {
+		return false
+	}
+	for r := range MaxDecodeLevels {
+		if len(v.unesc[r].pend) > 0 || len(v.ents[r].pend) > 0 || len(v.lines[r].run) > 0 {
+			return false
+		}
+	}
+	for i := range v.strip {
+		if len(v.strip[i].pend) > 0 || v.strip[i].count > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// plain reads text without plainStop bytes while no transducer holds
+// anything: every view reads it as it is.
+func (v *views) plain(run []byte, org int64) {
+	v.plus.blocked = false
+	for r := range MaxDecodeLevels {
+		v.unesc[r].blocked = false
+		v.lines[r].long = false
+	}
+	if plainRun(v.lanes[:], run, org, &v.hexScratch) {
+		v.hit = true
+	}
 }
 
 // push reads one byte of the text, at offset org.
