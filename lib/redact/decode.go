@@ -50,8 +50,10 @@ func (s *Scrubber) ContainsDecoded(b []byte) bool {
 	if bytes.IndexAny(b, "\\&%=+\r\n") < 0 {
 		return false
 	}
-	// A view that does not nest, read once: '+' as a space (forms).
-	if bytes.IndexByte(b, '+') >= 0 {
+	// A view that does not nest, read once: '+' as a space (forms). It is
+	// read whenever it differs from the text, '+' or not, so that what a
+	// stream has read of it never needs a '+' that comes later.
+	if indexIn(b, &escapePlus) >= 0 {
 		if v := unescapePlus(b, true); m.contains(v) || m.spaced(v) {
 			return true
 		}
@@ -62,12 +64,15 @@ func (s *Scrubber) ContainsDecoded(b []byte) bool {
 			capNumericRefs(d)
 			// html.UnescapeString returns its argument when it has
 			// nothing to undo and a new string otherwise: neither copy
-			// is needed (nothing writes to a string's bytes here).
-			if u := html.UnescapeString(unsafe.String(unsafe.SliceData(d), len(d))); len(u) != len(d) {
+			// is needed (nothing writes to a string's bytes here). Its
+			// result is taken whenever it differs from d.
+			if u := html.UnescapeString(unsafe.String(unsafe.SliceData(d), len(d))); u != unsafe.String(unsafe.SliceData(d), len(d)) {
 				d = unsafe.Slice(unsafe.StringData(u), len(u))
 			}
 		}
-		undone := len(d) != len(b)
+		// Escapes were undone when the text changed (not only its
+		// length: a reference may decode to as many bytes as it takes).
+		undone := len(d) != len(b) || !bytes.Equal(d, b)
 		if !undone && round > 0 { // this text's views were read last round
 			return false
 		}

@@ -1,0 +1,357 @@
+package redact
+
+import "math"
+
+// lane searches one view of a stream for the patterns of a matcher, as
+// contains (an exact pattern) and separatedHex (hex pairs with
+// separators) search a buffered view, and tells how far back it needs
+// the text: to the first byte of the longest partial match.
+//
+// A view byte's origin (the text offset it comes from) is kept in a ring
+// for bytes read one by one, and as an identity run (view position idN
+// has origin idOrg, and so on) for plain text that every view reads
+// alike; when such a run ends, only the origins a partial match can
+// still ask for are written to the ring (partial matches only move
+// forward).
+type lane struct {
+	full *automaton // nil: this lane does not look for exact patterns
+	n    int64      // view bytes read
+	org  []int64    // ring: the text offset of recent view bytes
+	mask int64
+	st   int32 // state of full
+
+	idOn       bool
+	idN, idOrg int64
+
+	hx hexScan
+}
+
+// hexScan is separatedHex as a stream: the lower-cased digits of the
+// current part (digits and separator runs of at most MaxHexSeparators)
+// go through the hex automaton.
+type hexScan struct {
+	a         *automaton // nil: no separated hex
+	hs        int32
+	inPart    bool
+	sepRun    int     // separators since the last digit
+	digits    int64   // digits read, all parts
+	partStart int64   // digits before the current part
+	dpos      []int64 // ring: the view position of recent digits
+	cuts      []int64 // ring: digit counts at which a separator run stood
+	ncut      int64
+	dmask     int64
+}
+
+func newHexScan(a *automaton) hexScan {
+	h := hexScan{a: a}
+	if a != nil {
+		dn := pow2(a.maxLen + 1)
+		h.dpos = make([]int64, dn)
+		h.cuts = make([]int64, dn)
+		h.dmask = int64(dn - 1)
+	}
+	return h
+}
+
+// newLane returns a lane for full and hex (either may be nil).
+func newLane(full, hex *automaton) *lane {
+	l := &lane{full: full, hx: newHexScan(hex)}
+	need := 1
+	if full != nil {
+		need = max(need, full.maxLen+1)
+	}
+	if hex != nil {
+		need = max(need, (1+MaxHexSeparators)*(hex.maxLen+1)+1)
+	}
+	n := pow2(need)
+	l.org = make([]int64, n)
+	l.mask = int64(n - 1)
+	return l
+}
+
+func pow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// push reads one byte of the view, from text offset org, and reports
+// whether a match ends at it.
+func (l *lane) push(c byte, org int64) bool {
+	if l.idOn {
+		l.endIdentity()
+	}
+	if l.st == 0 && !l.hx.busy() && hexClass[c] == 0 && (l.full == nil || l.full.class[c] == 0) {
+		// Nothing is under way and c begins nothing: no match can ever
+		// ask for this byte's origin.
+		l.n++
+		return false
+	}
+	pos := l.n
+	l.org[pos&l.mask] = org
+	l.n++
+	hit := false
+	if l.full != nil {
+		l.st = l.full.step(l.st, c)
+		hit = l.full.longest[l.st] > 0
+	}
+	if l.hx.a != nil && l.hx.step(c, pos) {
+		hit = true
+	}
+	return hit
+}
+
+// step reads one view byte at view position pos and reports whether a
+// separated-hex match ends at it.
+func (h *hexScan) step(c byte, pos int64) bool {
+	switch hexClass[c] {
+	case classHex:
+		switch {
+		case !h.inPart || h.sepRun > MaxHexSeparators:
+			h.inPart, h.hs, h.partStart = true, 0, h.digits
+		case h.sepRun > 0:
+			h.cuts[h.ncut&h.dmask] = h.digits
+			h.ncut++
+		}
+		h.sepRun = 0
+		h.dpos[h.digits&h.dmask] = pos
+		h.hs = h.a.step(h.hs, lower(c))
+		h.digits++
+		return h.a.longest[h.hs] > 0 && h.pairsMatch()
+	case classSeparator:
+		if h.inPart {
+			h.sepRun++
+		}
+	default:
+		h.inPart, h.hs, h.sepRun = false, 0, 0
+	}
+	return false
+}
+
+// pairsMatch reports whether a hex pattern ending at the last digit
+// spans a separator run and has every separator run between two pairs.
+func (h *hexScan) pairsMatch() bool {
+	for s := h.hs; s > 0; s = h.a.outLink[s] {
+		n := h.a.term[s]
+		if n == 0 {
+			continue
+		}
+		start := h.digits - int64(n)
+		cut, odd := false, false
+		for k := h.ncut - 1; k >= 0 && k > h.ncut-int64(len(h.cuts)); k-- {
+			c := h.cuts[k&h.dmask]
+			if c <= start {
+				break
+			}
+			cut = true
+			if (c-start)%2 != 0 {
+				odd = true
+				break
+			}
+		}
+		if cut && !odd {
+			return true
+		}
+	}
+	return false
+}
+
+// busy reports whether a part is under way (a digit may continue it).
+func (h *hexScan) busy() bool {
+	return h.a != nil && h.inPart && h.sepRun <= MaxHexSeparators
+}
+
+// partial returns the view position of the first digit of the longest
+// partial separated-hex match, if any.
+func (h *hexScan) partial() (int64, bool) {
+	if h.a == nil || !h.inPart || h.sepRun > MaxHexSeparators {
+		return 0, false
+	}
+	d := int64(h.a.depth[h.hs])
+	if d == 0 {
+		return 0, false
+	}
+	return h.dpos[(h.digits-d)&h.dmask], true
+}
+
+// low returns the first view position a partial match may need.
+func (l *lane) low() int64 {
+	low := l.n
+	if l.full != nil {
+		low -= int64(l.full.depth[l.st])
+	}
+	if p, ok := l.hx.partial(); ok {
+		low = min(low, p)
+	}
+	return low
+}
+
+// origin returns the text offset of view position q.
+func (l *lane) origin(q int64) int64 {
+	if l.idOn && q >= l.idN {
+		return l.idOrg + q - l.idN
+	}
+	return l.org[q&l.mask]
+}
+
+// endIdentity ends an identity run, writing to the ring the origins a
+// partial match can still ask for.
+func (l *lane) endIdentity() {
+	for q := max(l.low(), l.idN); q < l.n; q++ {
+		l.org[q&l.mask] = l.idOrg + q - l.idN
+	}
+	l.idOn = false
+}
+
+// held returns the text offset of the first byte a match may still
+// need, or math.MaxInt64.
+func (l *lane) held() int64 {
+	if low := l.low(); low < l.n {
+		return l.origin(low)
+	}
+	return math.MaxInt64
+}
+
+// plainRun reads run, text at offsets org..org+len(run)-1 that every lane
+// reads alike (no transducer changes it), and reports whether a match
+// ends in it. Lanes in the same automaton state step once: they start
+// in a few states and meet within a few bytes. Separated hex is read
+// per lane only up to the first byte outside hex digits and separators,
+// which ends every part; the rest is read once and its state copied.
+func plainRun(lanes []*lane, run []byte, org int64, scratch *hexScan) bool {
+	if len(run) == 0 {
+		return false
+	}
+	var full *automaton
+	var cur [2 * numViews]int32
+	var idx [2 * numViews]int
+	nd := 0
+	for i, l := range lanes {
+		if !l.idOn || l.idOrg+l.n-l.idN != org {
+			if l.idOn {
+				l.endIdentity()
+			}
+			l.idOn, l.idN, l.idOrg = true, l.n, org
+		}
+		if l.full == nil {
+			continue
+		}
+		full = l.full
+		j := 0
+		for j < nd && cur[j] != l.st {
+			j++
+		}
+		if j == nd {
+			cur[nd] = l.st
+			nd++
+		}
+		idx[i] = j
+	}
+	hit := false
+	if full != nil {
+		next, class, longest, nc := full.next, &full.class, full.longest, int32(full.nclass)
+		i := 0
+		for ; i < len(run) && nd > 1; i++ {
+			c := int32(class[run[i]])
+			same := true
+			for j := range nd {
+				s := next[cur[j]*nc+c]
+				cur[j] = s
+				if longest[s] > 0 {
+					hit = true
+				}
+				same = same && s == cur[0]
+			}
+			if same {
+				nd = 1
+				for k := range idx {
+					idx[k] = 0
+				}
+			}
+		}
+		s := cur[0]
+		for ; i < len(run); i++ {
+			s = next[s*nc+int32(class[run[i]])]
+			if longest[s] > 0 {
+				hit = true
+			}
+		}
+		cur[0] = s
+		for i, l := range lanes {
+			if l.full != nil {
+				l.st = cur[idx[i]]
+			}
+		}
+	}
+	if lanes[0].hx.a != nil && plainHex(lanes, run, scratch) {
+		hit = true
+	}
+	for _, l := range lanes {
+		l.n += int64(len(run))
+	}
+	return hit
+}
+
+// plainHex is plainRun's separated-hex part. A lane with no part under
+// way reads run like any other such lane: one scan from the run's start
+// serves them all. The first byte outside hex digits and separators (at
+// f) ends every part, so from there on every lane reads like that scan;
+// a lane with a part under way reads the bytes before f itself.
+func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
+	f := 0
+	for f < len(run) && hexClass[run[f]] != 0 {
+		f++
+	}
+	hit := false
+	var base [2 * numViews]int64
+	var busy [2 * numViews]bool
+	anyIdle := false
+	for i, l := range lanes {
+		base[i] = l.hx.digits
+		busy[i] = l.hx.busy()
+		if !busy[i] {
+			anyIdle = true
+			continue
+		}
+		for k := range f {
+			if l.hx.step(run[k], l.n+int64(k)) {
+				hit = true
+			}
+		}
+	}
+	if !anyIdle && f == len(run) {
+		return hit
+	}
+	sh.hs, sh.inPart, sh.sepRun, sh.digits, sh.partStart, sh.ncut = 0, false, 0, 0, 0, 0
+	for k := range run {
+		if sh.step(run[k], int64(k)) && (k >= f || anyIdle) {
+			hit = true
+		}
+	}
+	for i, l := range lanes {
+		h := &l.hx
+		if busy[i] && f == len(run) {
+			continue // it read all of run itself
+		}
+		h.hs, h.inPart, h.sepRun = sh.hs, sh.inPart, sh.sepRun
+		h.digits = base[i] + sh.digits
+		h.partStart = base[i] + sh.partStart
+		if !sh.inPart {
+			continue
+		}
+		for k := max(sh.partStart, sh.digits-int64(len(sh.dpos))); k < sh.digits; k++ {
+			h.dpos[(base[i]+k)&h.dmask] = l.n + sh.dpos[k&sh.dmask]
+		}
+		first := sh.ncut
+		for first > 0 && first > sh.ncut-int64(len(sh.cuts)) && sh.cuts[(first-1)&sh.dmask] > sh.partStart {
+			first--
+		}
+		for k := first; k < sh.ncut; k++ {
+			h.cuts[h.ncut&h.dmask] = base[i] + sh.cuts[k&sh.dmask]
+			h.ncut++
+		}
+	}
+	return hit
+}

@@ -1,0 +1,216 @@
+package redact
+
+import "unsafe"
+
+// replacer replaces the patterns of one automaton in text that arrives
+// in pieces; Scrub runs it over a whole text as one piece, so the
+// buffered and the streaming scrubber are one implementation.
+//
+// The rule: replace the leftmost match, longest at its position, with
+// Redacted, then look again from the start of the text as it now reads,
+// until nothing matches. A match that overlaps an earlier Redacted (a
+// pattern that shares bytes with "[REDACTED]", such as one that starts
+// with "D]") does not nest a second marker inside the first: the two
+// merge into one Redacted that covers both. Each replacement removes at
+// least one byte of the original text or merges two markers, so the
+// process ends, and its result contains no pattern. When no replacement
+// creates a new match (the patterns of almost every value), it is the
+// single left-to-right pass of strings.Replacer.
+//
+// Streaming needs no more than the longest pattern of look-ahead: a new
+// match that a replacement creates starts inside the text held back (a
+// suffix that is a proper prefix of a pattern, or the context such a
+// suffix needs when patterns can cross a marker's left edge), so looking
+// again "from the start" means from the start of what is held.
+type replacer struct {
+	a *automaton
+	m *matcher // its fast search, to skip text with no match; may be nil
+	// crossLeft is set when some pattern has '[' after its first byte:
+	// only then can a match begin before a marker and run into it.
+	crossLeft bool
+	buf       []byte  // the text held: V from the first byte not yet final
+	kind      []uint8 // per byte of buf: 0 text, k>0 byte k-1 of a Redacted
+	ctx       []int32 // crossLeft: per position, where its left context starts
+	scan      int     // bytes of buf the automaton has read since it restarted
+	st        int32   // automaton state after buf[:scan]
+	cs, ce    int     // the candidate match [cs, ce), cs < 0: none
+}
+
+func newReplacer(m *matcher) *replacer {
+	a, _ := m.automata()
+	r := &replacer{a: a, m: m, cs: -1}
+	// A pattern reaching into a marker from the left holds '[' past its
+	// first byte.
+	r.crossLeft = a.class['['] != 0 && a.crossesLeft()
+	if r.crossLeft {
+		r.ctx = append(r.ctx, 0)
+	}
+	return r
+}
+
+// crossesLeft reports whether some pattern has '[' after its first byte
+// (a conservative test: such a pattern may start before a Redacted and
+// run into it).
+func (a *automaton) crossesLeft() bool {
+	c := int32(a.class['['])
+	for s := range a.depth {
+		if a.depth[s] == 0 {
+			continue
+		}
+		// an edge labelled '[' out of a non-root trie state
+		if t := a.next[s*a.nclass+int(c)]; t > 0 && a.depth[t] == a.depth[s]+1 {
+			return true
+		}
+	}
+	return false
+}
+
+// write appends p to the held text.
+func (r *replacer) write(p []byte) {
+	r.buf = append(r.buf, p...)
+	r.kind = append(r.kind, make([]uint8, len(p))...)
+}
+
+// run reads the held text and replaces what it can decide; it returns
+// how many bytes at the start of buf are final (they stay in buf until
+// the caller calls drop). At the end of the text (final), every match
+// is replaced and every byte is final.
+func (r *replacer) run(final bool) int {
+	for {
+		if r.st == 0 && r.cs < 0 && !r.crossLeft && r.m != nil && r.scan < len(r.buf) {
+			// Nothing under way: skip with the matcher's search to the
+			// next match, but never into the last maxLen bytes, where a
+			// longer match may start earlier and end past the text.
+			rest := r.buf[r.scan:]
+			skip := max(len(rest)-r.a.maxLen, 0)
+			if i, _ := r.m.find(unsafe.String(unsafe.SliceData(rest), len(rest)), 0); i >= 0 {
+				skip = min(skip, i)
+			}
+			r.scan += skip
+		}
+		for r.scan < len(r.buf) {
+			r.st = r.a.step(r.st, r.buf[r.scan])
+			r.scan++
+			if r.crossLeft {
+				r.ctx = append(r.ctx[:r.scan], r.ctxAt(r.scan))
+			}
+			if l := int(r.a.longest[r.st]); l > 0 {
+				if s := r.scan - l; r.cs < 0 || s < r.cs || s == r.cs && r.scan > r.ce {
+					r.cs, r.ce = s, r.scan
+				}
+			}
+			if r.cs >= 0 && r.scan-int(r.a.depth[r.st]) > r.cs {
+				r.commit()
+			}
+		}
+		if !final || r.cs < 0 {
+			break
+		}
+		r.commit()
+	}
+	if final {
+		return len(r.buf)
+	}
+	e := r.scan - int(r.a.depth[r.st])
+	if r.cs >= 0 {
+		e = min(e, r.cs)
+	}
+	return r.settle(e)
+}
+
+// ctxAt returns where the left context of position p starts: a match
+// starting at p may be replaced, and a pattern ending inside the new
+// marker may start as early as the longest suffix before p that is a
+// proper prefix of a pattern, and so on back.
+func (r *replacer) ctxAt(p int) int32 {
+	if d := int(r.a.depth[r.st]); d > 0 {
+		return r.ctx[p-d]
+	}
+	return int32(p)
+}
+
+// settle moves e back so that no marker is split and, when patterns can
+// cross a marker's left edge, so that every left context is kept.
+func (r *replacer) settle(e int) int {
+	for {
+		f := e
+		if f < len(r.buf) && f > 0 && r.kind[f] > 1 {
+			f -= int(r.kind[f]) - 1
+		}
+		if r.crossLeft && f < len(r.ctx) {
+			f = min(f, int(r.ctx[f]))
+		}
+		if f == e {
+			return e
+		}
+		e = f
+	}
+}
+
+// commit replaces the candidate, merged with any marker it overlaps,
+// and restarts the scan where a new match could begin.
+func (r *replacer) commit() {
+	x, y := r.cs, r.ce
+	if k := r.kind[x]; k > 1 {
+		x -= int(k) - 1
+	}
+	if k := r.kind[y-1]; k > 0 {
+		y += len(Redacted) - int(k)
+	}
+	from := x
+	if r.crossLeft {
+		from = int(r.ctx[x])
+	}
+	n := len(Redacted) - (y - x)
+	if n > 0 {
+		r.buf = append(r.buf, make([]byte, n)...)
+		r.kind = append(r.kind, make([]uint8, n)...)
+	}
+	copy(r.buf[x+len(Redacted):], r.buf[y:])
+	copy(r.kind[x+len(Redacted):], r.kind[y:])
+	if n < 0 {
+		r.buf = r.buf[:len(r.buf)+n]
+		r.kind = r.kind[:len(r.kind)+n]
+	}
+	copy(r.buf[x:], Redacted)
+	for i := range len(Redacted) {
+		r.kind[x+i] = uint8(i + 1)
+	}
+	r.cs, r.ce = -1, -1
+	// Rescan from `from`: nothing before it can take part in a match.
+	r.st, r.scan = 0, from
+	if r.crossLeft {
+		// Positions before from keep their contexts; from itself has
+		// none (ctx[x] ends its chain at a position without one).
+		r.ctx = append(r.ctx[:from], int32(from))
+	}
+}
+
+// drop removes the first n bytes of buf (final, taken by the caller).
+func (r *replacer) drop(n int) {
+	if n == 0 {
+		return
+	}
+	r.buf = r.buf[:copy(r.buf, r.buf[n:])]
+	r.kind = r.kind[:copy(r.kind, r.kind[n:])]
+	r.scan -= n
+	if r.cs >= 0 {
+		r.cs -= n
+		r.ce -= n
+	}
+	if r.crossLeft {
+		c := r.ctx[:copy(r.ctx, r.ctx[n:])]
+		for i := range c {
+			c[i] = max(c[i]-int32(n), 0)
+		}
+		r.ctx = c
+	}
+}
+
+// replaceAll is Scrub's work on a text with at least one match.
+func replaceAll(m *matcher, s string) string {
+	r := newReplacer(m)
+	r.buf = []byte(s)
+	r.kind = make([]uint8, len(s))
+	return string(r.buf[:r.run(true)])
+}

@@ -1,0 +1,226 @@
+package redact
+
+import "math"
+
+// The views a stream reads, as ContainsDecoded reads a buffered text:
+// the text itself, the text with one level of escapes undone and '+' read
+// as a space, and MaxDecodeLevels rounds of escapes undone, each also
+// without line breaks; every view also with short runs of invisible
+// characters removed.
+const (
+	viewText   = 0
+	viewPlus   = 1
+	viewLevel0 = 2                            // + round
+	viewLines0 = viewLevel0 + MaxDecodeLevels // + round
+	numViews   = viewLines0 + MaxDecodeLevels
+)
+
+// views is the streaming form of ContainsDecoded (and, with raw set, of
+// Contains as well): push reads the text one byte at a time and reports
+// whether any view holds a match so far; held tells from which offset
+// of the text on a match may still begin.
+type views struct {
+	lanes [2 * numViews]*lane // per view: the view, then the view without invisible characters
+	strip [numViews]invisibles
+	plus  *unescaper
+	unesc [MaxDecodeLevels]*unescaper
+	ents  [MaxDecodeLevels]entities
+	lines [MaxDecodeLevels]newlines
+	// holdLines and holdInvisible report whether a held line break or
+	// invisible character could begin a pattern once let through.
+	holdLines, holdInvisible bool
+	hit                      bool
+	hexScratch               hexScan // plainRun's shared separated-hex state
+	// scratch outputs, one per transducer
+	plusOut  []vbyte
+	unescOut [MaxDecodeLevels][]vbyte
+	entsOut  [MaxDecodeLevels][]vbyte
+	linesOut [MaxDecodeLevels][]vbyte
+	stripOut [numViews][]vbyte
+}
+
+// newViews returns the views of m; raw adds a search for the exact
+// patterns in the text itself.
+func newViews(m *matcher, raw bool) *views {
+	full, hex := m.automata()
+	v := &views{plus: newUnescaper(true)}
+	for i := range numViews {
+		f := full
+		if i == viewText && !raw {
+			f = nil
+		}
+		v.lanes[2*i] = newLane(f, hex)
+		v.lanes[2*i+1] = newLane(full, hex)
+	}
+	for r := range MaxDecodeLevels {
+		v.unesc[r] = newUnescaper(false)
+	}
+	v.hexScratch = newHexScan(hex)
+	v.holdLines = full.starts['\r'] || full.starts['\n']
+	v.holdInvisible = full.starts[0xE2] || full.starts[0xEF] || full.starts[0xC2]
+	return v
+}
+
+// plainStop are the bytes that some transducer changes or holds: text
+// without them reads the same in every view.
+var plainStop = newByteSet("\\%=+&\r\n\xE2\xEF\xC2")
+
+// write reads text whose first byte is at offset org.
+func (v *views) write(b []byte, org int64) {
+	for len(b) > 0 {
+		if v.idle() {
+			k := indexIn(b, &plainStop)
+			if k < 0 {
+				k = len(b)
+			}
+			if k > 0 {
+				v.plain(b[:k], org)
+				b, org = b[k:], org+int64(k)
+				continue
+			}
+		}
+		v.push(b[0], org)
+		b, org = b[1:], org+1
+	}
+}
+
+// idle reports whether no transducer holds anything.
+func (v *views) idle() bool {
+	if len(v.plus.pend) > 0 {
+		return false
+	}
+	for r := range MaxDecodeLevels {
+		if len(v.unesc[r].pend) > 0 || len(v.ents[r].pend) > 0 || len(v.lines[r].run) > 0 {
+			return false
+		}
+	}
+	for i := range v.strip {
+		if len(v.strip[i].pend) > 0 || v.strip[i].count > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// plain reads text without plainStop bytes while no transducer holds
+// anything: every view reads it as it is.
+func (v *views) plain(run []byte, org int64) {
+	v.plus.blocked = false
+	for r := range MaxDecodeLevels {
+		v.unesc[r].blocked = false
+		v.lines[r].long = false
+	}
+	if plainRun(v.lanes[:], run, org, &v.hexScratch) {
+		v.hit = true
+	}
+}
+
+// push reads one byte of the text, at offset org.
+func (v *views) push(c byte, org int64) {
+	v.view(viewText, c, org)
+	v.plusOut = v.plus.push(c, org, v.plusOut[:0])
+	for _, x := range v.plusOut {
+		v.view(viewPlus, x.c, x.org)
+	}
+	v.level(0, c, org)
+}
+
+// level feeds one byte into round r's unescaping.
+func (v *views) level(r int, c byte, org int64) {
+	v.unescOut[r] = v.unesc[r].push(c, org, v.unescOut[r][:0])
+	for _, x := range v.unescOut[r] {
+		v.entsOut[r] = v.ents[r].push(x.c, x.org, v.entsOut[r][:0])
+		for _, y := range v.entsOut[r] {
+			v.decoded(r, y.c, y.org)
+		}
+	}
+}
+
+// decoded takes one byte of round r's result.
+func (v *views) decoded(r int, c byte, org int64) {
+	v.view(viewLevel0+r, c, org)
+	v.linesOut[r] = v.lines[r].push(c, org, v.linesOut[r][:0])
+	for _, x := range v.linesOut[r] {
+		v.view(viewLines0+r, x.c, x.org)
+	}
+	if r+1 < MaxDecodeLevels {
+		v.level(r+1, c, org)
+	}
+}
+
+// view takes one byte of view i.
+func (v *views) view(i int, c byte, org int64) {
+	if v.lanes[2*i].push(c, org) {
+		v.hit = true
+	}
+	v.stripOut[i] = v.strip[i].push(c, org, v.stripOut[i][:0])
+	for _, x := range v.stripOut[i] {
+		if v.lanes[2*i+1].push(x.c, x.org) {
+			v.hit = true
+		}
+	}
+}
+
+// flush ends the text: every transducer lets out what it holds, in the
+// order the text flows.
+func (v *views) flush() {
+	v.flushStrip(viewText)
+	v.plusOut = v.plus.flush(v.plusOut[:0])
+	for _, x := range v.plusOut {
+		v.view(viewPlus, x.c, x.org)
+	}
+	v.flushStrip(viewPlus)
+	for r := range MaxDecodeLevels {
+		v.unescOut[r] = v.unesc[r].flush(v.unescOut[r][:0])
+		for _, x := range v.unescOut[r] {
+			v.entsOut[r] = v.ents[r].push(x.c, x.org, v.entsOut[r][:0])
+			for _, y := range v.entsOut[r] {
+				v.decoded(r, y.c, y.org)
+			}
+		}
+		v.entsOut[r] = v.ents[r].flush(v.entsOut[r][:0])
+		for _, y := range v.entsOut[r] {
+			v.decoded(r, y.c, y.org)
+		}
+		v.flushStrip(viewLevel0 + r)
+		v.linesOut[r] = v.lines[r].flush(v.linesOut[r][:0])
+		v.flushStrip(viewLines0 + r)
+	}
+}
+
+func (v *views) flushStrip(i int) {
+	v.stripOut[i] = v.strip[i].flush(v.stripOut[i][:0])
+	for _, x := range v.stripOut[i] {
+		if v.lanes[2*i+1].push(x.c, x.org) {
+			v.hit = true
+		}
+	}
+}
+
+// held returns the offset of the first text byte that a match may still
+// need, or math.MaxInt64.
+func (v *views) held() int64 {
+	h := int64(math.MaxInt64)
+	for _, l := range v.lanes {
+		h = min(h, l.held())
+	}
+	hold := func(o int64, ok bool) {
+		if ok {
+			h = min(h, o)
+		}
+	}
+	hold(v.plus.held())
+	for r := range MaxDecodeLevels {
+		hold(v.unesc[r].held())
+		hold(v.ents[r].held())
+		if v.holdLines {
+			hold(v.lines[r].held())
+		}
+	}
+	if v.holdInvisible {
+		for i := range v.strip {
+			hold(v.strip[i].held())
+		}
+	}
+	return h
+}
