@@ -524,7 +524,7 @@ func (f *nativeFixture) testDeadline(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	const path = "/think/1"
-	dctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	rs, err := f.eg.api.RequestStream(dctx, f.req(path))
 	is.True(rs == nil)
@@ -535,4 +535,30 @@ func (f *nativeFixture) testDeadline(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the upstream request ended %v after the deadline (bound 1 s)", took)
 	}
+}
+
+// TestNativeStreamShutdown: a stream open when egressd stops ends with
+// one server.shutting_down error frame, and its upstream request ends.
+func TestNativeStreamShutdown(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newNativeFixture(t)
+	const path = "/silent/shutdown"
+	st, err := f.eg.rpc.OpenStream(ctx, egressdapi.OpEgressRequestStream, f.req(path), nil)
+	is.NoErr(err)
+	defer st.Close()
+	st.Conn().SetReadDeadline(time.Now().Add(10 * time.Second))
+	stopped := make(chan error, 1)
+	begin := time.Now()
+	go func() { stopped <- f.eg.stop() }()
+	fr, err := st.Recv()
+	is.NoErr(err)
+	is.Equal(fr.T, wire.StreamError)
+	is.Equal(fr.Code, wire.CodeServerShuttingDown)
+	took, ok := f.endedWithin(path, begin, 5*time.Second)
+	is.True(ok)
+	if took > time.Second {
+		t.Errorf("the upstream request ended %v after egressd began to stop (bound 1 s)", took)
+	}
+	is.NoErr(<-stopped)
 }
