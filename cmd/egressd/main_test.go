@@ -122,6 +122,9 @@ type egressd struct {
 	stderr *lockedBuf
 	root   string
 	pid    int // of a separate process (startEgressdProc); 0 in process
+	// stop stops egressd and returns run's error; it runs once (the
+	// test's cleanup calls it too).
+	stop func() error
 }
 
 func startEgressd(t *testing.T, root string, args ...string) *egressd {
@@ -134,10 +137,13 @@ func startEgressd(t *testing.T, root string, args ...string) *egressd {
 	}()
 	e.rpc = rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 10*time.Second)
 	e.api = egressdapi.NewClient(e.rpc)
-	t.Cleanup(func() {
+	e.stop = sync.OnceValue(func() error {
 		e.rpc.Close()
 		cancel()
-		if err := <-done; err != nil {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := e.stop(); err != nil {
 			t.Errorf("egressd run: %v", err)
 		}
 	})

@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	srv := &server.Server{Registry: reg, Pipeline: p, Audit: al, Logger: env.Logger, Info: egressdapi.InfoResponse{
 		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: face.bound.String(), ProxySocket: cfg.ProxySocket,
-	}}
+	}, StreamIdle: to.Idle}
 	px := proxy.New(proxy.Config{
 		Registry: reg, Pipeline: p, Transport: tr, CA: face.ca, Audit: al, Logger: env.Logger, Anonymous: anon,
 		MaxTunnels: cfg.Proxy.MaxTunnels, HandshakeTimeout: cfg.Proxy.Handshake, IdleTimeout: cfg.Proxy.Idle,
@@ -108,7 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc.Audit = daemon.AuditSink(al, env.Logger)
 	svc.Ops = append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra))
 	// egress.request answers can be slow: the caller's deadline bounds
-	// them (lib/rpc), up to 10 minutes.
+	// them (lib/rpc), up to 10 minutes. Each open egress.request_stream
+	// holds one of these connections until its answer ends.
 	svc.RPC = rpc.Config{MaxConns: 256}
 	svc.Actors = face.actors(px)
 	return svc.Run(ctx)
