@@ -46,7 +46,7 @@ func (d *Detector) Next(p []byte) (release int, hit bool) {
 	if d.v.hit {
 		return int(d.rel), true
 	}
-	d.rel = min(d.n, d.v.held())
+	d.rel = max(d.rel, min(d.n, d.v.held())) // held only moves forward
 	return int(d.rel), false
 }
 

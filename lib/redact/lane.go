@@ -355,3 +355,24 @@ func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
 	}
 	return hit
 }
+
+// clone makes l a copy of m (a lane over the same automata). Of the
+// rings, it copies only what a partial match of m may still ask for.
+func (l *lane) clone(m *lane) {
+	org, dpos, cuts := l.org, l.hx.dpos, l.hx.cuts
+	*l = *m
+	l.org, l.hx.dpos, l.hx.cuts = org, dpos, cuts
+	for q := max(m.low(), m.n-int64(len(m.org))); q < m.n; q++ {
+		l.org[q&l.mask] = m.org[q&m.mask]
+	}
+	h, g := &l.hx, &m.hx
+	if g.a == nil || !g.busy() {
+		return
+	}
+	for k := max(g.partStart, g.digits-int64(len(g.dpos))); k < g.digits; k++ {
+		h.dpos[k&h.dmask] = g.dpos[k&g.dmask]
+	}
+	for k := max(g.ncut-int64(len(g.cuts)), 0); k < g.ncut; k++ {
+		h.cuts[k&h.dmask] = g.cuts[k&g.dmask]
+	}
+}

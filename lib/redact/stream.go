@@ -78,10 +78,8 @@ func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 		}
 		return append(dst, p...), nil
 	}
-	st.r.write(p)
-	e := st.r.run(false)
-	st.read(st.r.buf[:e])
-	st.r.drop(e)
+	st.r.run(p, false)
+	st.read()
 	return st.forward(dst, false)
 }
 
@@ -98,9 +96,8 @@ func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.r == nil {
 		return dst, nil
 	}
-	e := st.r.run(true)
-	st.read(st.r.buf[:e])
-	st.r.drop(e)
+	st.r.run(nil, true)
+	st.read()
 	st.v.flush()
 	return st.forward(dst, true)
 }
@@ -111,13 +108,15 @@ func (st *Stream) Held() int {
 	if st.r == nil {
 		return 0
 	}
-	return len(st.out) + len(st.r.buf)
+	return len(st.out) + st.r.held()
 }
 
-// read gives scrubbed text to the views.
-func (st *Stream) read(b []byte) {
+// read gives the replacer's final text to the views.
+func (st *Stream) read() {
+	b := st.r.out
 	st.v.write(b, st.base+int64(len(st.out)))
 	st.out = append(st.out, b...)
+	st.r.out = b[:0]
 }
 
 // forward hands out the scrubbed text that no match can need any more.
@@ -129,7 +128,8 @@ func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
 	}
 	n := len(st.out)
 	if !all {
-		n = int(min(int64(n), st.v.held()-st.base))
+		// What the views hold only moves forward, so n ≥ 0.
+		n = int(max(min(int64(n), st.v.held()-st.base), 0))
 	}
 	dst = append(dst, st.out[:n]...)
 	st.out = st.out[:copy(st.out, st.out[n:])]

@@ -31,6 +31,12 @@ type views struct {
 	holdLines, holdInvisible bool
 	hit                      bool
 	hexScratch               hexScan // plainRun's shared separated-hex state
+	// mirror[r] (r ≥ 1): round r has undone nothing since it last was
+	// idle, so its views read exactly as round r-1's and its transducers
+	// and lanes are not fed; it takes round r-1's state (clone) when a
+	// byte that may start an escape reaches it.
+	mirror [MaxDecodeLevels]bool
+	active []*lane // scratch: the lanes plain feeds
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
 	unescOut [MaxDecodeLevels][]vbyte
@@ -54,6 +60,7 @@ func newViews(m *matcher, raw bool) *views {
 	}
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
+		v.mirror[r] = r > 0
 	}
 	v.hexScratch = newHexScan(hex)
 	v.holdLines = full.starts['\r'] || full.starts['\n']
@@ -86,31 +93,74 @@ func (v *views) write(b []byte, org int64) {
 
 // idle reports whether no transducer holds anything.
 func (v *views) idle() bool {
-	if len(v.plus.pend) > 0 {
+	if len(v.plus.pend) > 0 || !v.strip[viewText].idle() || !v.strip[viewPlus].idle() {
 		return false
 	}
 	for r := range MaxDecodeLevels {
-		if len(v.unesc[r].pend) > 0 || len(v.ents[r].pend) > 0 || len(v.lines[r].run) > 0 {
-			return false
-		}
-	}
-	for i := range v.strip {
-		if len(v.strip[i].pend) > 0 || v.strip[i].count > 0 {
+		if !v.mirror[r] && !v.levelIdle(r) {
 			return false
 		}
 	}
 	return true
 }
 
+// levelIdle reports whether round r's transducers hold nothing.
+func (v *views) levelIdle(r int) bool {
+	return len(v.unesc[r].pend) == 0 && len(v.ents[r].pend) == 0 && len(v.lines[r].run) == 0 &&
+		v.strip[viewLevel0+r].idle() && v.strip[viewLines0+r].idle()
+}
+
+// levelQuiet reports whether round r holds nothing and no lane of it has
+// a match under way: from here on it reads like any other such round.
+func (v *views) levelQuiet(r int) bool {
+	if !v.levelIdle(r) {
+		return false
+	}
+	for _, i := range [2]int{viewLevel0 + r, viewLines0 + r} {
+		for _, l := range v.lanes[2*i : 2*i+2] {
+			if l.st != 0 || l.hx.busy() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unmirror gives round r (mirroring round r-1) round r-1's state, so
+// that it can read on its own.
+func (v *views) unmirror(r int) {
+	v.mirror[r] = false
+	for _, i := range [2]int{viewLevel0, viewLines0} {
+		for k := range 2 {
+			v.lanes[2*(i+r)+k].clone(v.lanes[2*(i+r-1)+k])
+		}
+		v.strip[i+r].clone(&v.strip[i+r-1])
+	}
+	v.lines[r].clone(&v.lines[r-1])
+	v.unesc[r].blocked = false
+}
+
 // plain reads text without plainStop bytes while no transducer holds
-// anything: every view reads it as it is.
+// anything: every view reads it as it is. A round that is quiet, as is
+// the one below it, mirrors it again.
 func (v *views) plain(run []byte, org int64) {
 	v.plus.blocked = false
+	v.active = append(v.active[:0], v.lanes[2*viewText:2*viewText+2]...)
+	v.active = append(v.active, v.lanes[2*viewPlus:2*viewPlus+2]...)
 	for r := range MaxDecodeLevels {
+		if r > 0 && !v.mirror[r] && v.levelQuiet(r) && v.levelQuiet(r-1) {
+			v.mirror[r] = true
+		}
+		if v.mirror[r] {
+			continue
+		}
 		v.unesc[r].blocked = false
 		v.lines[r].long = false
+		for _, i := range [2]int{viewLevel0 + r, viewLines0 + r} {
+			v.active = append(v.active, v.lanes[2*i:2*i+2]...)
+		}
 	}
-	if plainRun(v.lanes[:], run, org, &v.hexScratch) {
+	if plainRun(v.active, run, org, &v.hexScratch) {
 		v.hit = true
 	}
 }
@@ -138,12 +188,16 @@ func (v *views) level(r int, c byte, org int64) {
 
 // decoded takes one byte of round r's result.
 func (v *views) decoded(r int, c byte, org int64) {
+	next := r+1 < MaxDecodeLevels
+	if next && v.mirror[r+1] && (c == '\\' || c == '%' || c == '=' || c == '&') {
+		v.unmirror(r + 1) // before round r reads c: the next round starts from here
+	}
 	v.view(viewLevel0+r, c, org)
 	v.linesOut[r] = v.lines[r].push(c, org, v.linesOut[r][:0])
 	for _, x := range v.linesOut[r] {
 		v.view(viewLines0+r, x.c, x.org)
 	}
-	if r+1 < MaxDecodeLevels {
+	if next && !v.mirror[r+1] {
 		v.level(r+1, c, org)
 	}
 }
@@ -171,6 +225,9 @@ func (v *views) flush() {
 	}
 	v.flushStrip(viewPlus)
 	for r := range MaxDecodeLevels {
+		if v.mirror[r] {
+			continue // reads as round r-1, which is flushed
+		}
 		v.unescOut[r] = v.unesc[r].flush(v.unescOut[r][:0])
 		for _, x := range v.unescOut[r] {
 			v.entsOut[r] = v.ents[r].push(x.c, x.org, v.entsOut[r][:0])
@@ -201,7 +258,10 @@ func (v *views) flushStrip(i int) {
 // need, or math.MaxInt64.
 func (v *views) held() int64 {
 	h := int64(math.MaxInt64)
-	for _, l := range v.lanes {
+	for i, l := range v.lanes {
+		if r := i/2 - viewLevel0; r >= 0 && v.mirror[r%MaxDecodeLevels] {
+			continue // the same as round r-1's lane
+		}
 		h = min(h, l.held())
 	}
 	hold := func(o int64, ok bool) {
@@ -211,6 +271,9 @@ func (v *views) held() int64 {
 	}
 	hold(v.plus.held())
 	for r := range MaxDecodeLevels {
+		if v.mirror[r] {
+			continue
+		}
 		hold(v.unesc[r].held())
 		hold(v.ents[r].held())
 		if v.holdLines {
@@ -219,7 +282,9 @@ func (v *views) held() int64 {
 	}
 	if v.holdInvisible {
 		for i := range v.strip {
-			hold(v.strip[i].held())
+			if r := i - viewLevel0; r < 0 || !v.mirror[r%MaxDecodeLevels] {
+				hold(v.strip[i].held())
+			}
 		}
 	}
 	return h
