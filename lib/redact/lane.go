@@ -42,31 +42,48 @@ type hexScan struct {
 	dmask     int64
 }
 
+// Initial ring sizes; a ring grows when a partial match needs more.
+const (
+	orgRing   = 64
+	digitRing = 32
+)
+
 func newHexScan(a *automaton) hexScan {
 	h := hexScan{a: a}
 	if a != nil {
-		dn := pow2(a.maxLen + 1)
-		h.dpos = make([]int64, dn)
-		h.cuts = make([]int64, dn)
-		h.dmask = int64(dn - 1)
+		h.dpos = make([]int64, digitRing)
+		h.cuts = make([]int64, digitRing)
+		h.dmask = digitRing - 1
 	}
 	return h
 }
 
 // newLane returns a lane for full and hex (either may be nil).
 func newLane(full, hex *automaton) *lane {
-	l := &lane{full: full, hx: newHexScan(hex)}
-	need := 1
-	if full != nil {
-		need = max(need, full.maxLen+1)
+	return &lane{full: full, hx: newHexScan(hex), org: make([]int64, orgRing), mask: orgRing - 1}
+}
+
+// growRing returns ring r (indexed by position & mask) with room for at
+// least size entries, keeping the entries of positions [hi-len(r), hi).
+func growRing(r []int64, mask, hi int64, size int) ([]int64, int64) {
+	if size <= len(r) {
+		return r, mask
 	}
-	if hex != nil {
-		need = max(need, (1+MaxHexSeparators)*(hex.maxLen+1)+1)
+	n := pow2(max(size, 2*len(r)))
+	g, gm := make([]int64, n), int64(n-1)
+	for q := max(hi-int64(len(r)), 0); q < hi; q++ {
+		g[q&gm] = r[q&mask]
 	}
-	n := pow2(need)
-	l.org = make([]int64, n)
-	l.mask = int64(n - 1)
-	return l
+	return g, gm
+}
+
+// room makes the digit rings hold size entries.
+func (h *hexScan) room(size int) {
+	if size > len(h.dpos) {
+		mask := h.dmask
+		h.dpos, h.dmask = growRing(h.dpos, mask, h.digits, size)
+		h.cuts, _ = growRing(h.cuts, mask, h.ncut, size)
+	}
 }
 
 func pow2(n int) int {
@@ -83,13 +100,16 @@ func (l *lane) push(c byte, org int64) bool {
 	if l.idOn {
 		l.endIdentity()
 	}
-	if l.st == 0 && !l.hx.busy() && hexClass[c] == 0 && (l.full == nil || l.full.class[c] == 0) {
+	if l.st == 0 && !l.hx.busy() && hexClass[c] == 0 && (l.full == nil || !l.full.used[c]) {
 		// Nothing is under way and c begins nothing: no match can ever
 		// ask for this byte's origin.
 		l.n++
 		return false
 	}
 	pos := l.n
+	if need := pos - l.low() + 1; need > int64(len(l.org)) {
+		l.org, l.mask = growRing(l.org, l.mask, pos, int(need))
+	}
 	l.org[pos&l.mask] = org
 	l.n++
 	hit := false
@@ -116,6 +136,9 @@ func (h *hexScan) step(c byte, pos int64) bool {
 			h.ncut++
 		}
 		h.sepRun = 0
+		if p := h.digits - int64(h.a.depth[h.hs]); h.digits-p+1 > int64(len(h.dpos)) {
+			h.room(int(h.digits - p + 1))
+		}
 		h.dpos[h.digits&h.dmask] = pos
 		h.hs = h.a.step(h.hs, lower(c))
 		h.digits++
@@ -199,7 +222,11 @@ func (l *lane) origin(q int64) int64 {
 // endIdentity ends an identity run, writing to the ring the origins a
 // partial match can still ask for.
 func (l *lane) endIdentity() {
-	for q := max(l.low(), l.idN); q < l.n; q++ {
+	low := l.low()
+	if need := l.n - low; need > int64(len(l.org)) {
+		l.org, l.mask = growRing(l.org, l.mask, l.idN, int(need))
+	}
+	for q := max(low, l.idN); q < l.n; q++ {
 		l.org[q&l.mask] = l.idOrg + q - l.idN
 	}
 	l.idOn = false
@@ -251,15 +278,14 @@ func plainRun(lanes []*lane, run []byte, org int64, scratch *hexScan) bool {
 	}
 	hit := false
 	if full != nil {
-		next, class, longest, nc := full.next, &full.class, full.longest, int32(full.nclass)
 		i := 0
 		for ; i < len(run) && nd > 1; i++ {
-			c := int32(class[run[i]])
+			c := run[i]
 			same := true
 			for j := range nd {
-				s := next[cur[j]*nc+c]
+				s := full.step(cur[j], c)
 				cur[j] = s
-				if longest[s] > 0 {
+				if full.longest[s] > 0 {
 					hit = true
 				}
 				same = same && s == cur[0]
@@ -271,9 +297,13 @@ func plainRun(lanes []*lane, run []byte, org int64, scratch *hexScan) bool {
 				}
 			}
 		}
-		s := cur[0]
+		s, longest := cur[0], full.longest
 		for ; i < len(run); i++ {
-			s = next[s*nc+int32(class[run[i]])]
+			if c := run[i]; s == 0 {
+				s = full.root[c]
+			} else {
+				s = full.step(s, c)
+			}
 			if longest[s] > 0 {
 				hit = true
 			}
@@ -335,6 +365,7 @@ func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
 		if busy[i] && f == len(run) {
 			continue // it read all of run itself
 		}
+		h.room(len(sh.dpos))
 		h.hs, h.inPart, h.sepRun = sh.hs, sh.inPart, sh.sepRun
 		h.digits = base[i] + sh.digits
 		h.partStart = base[i] + sh.partStart
@@ -361,12 +392,22 @@ func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
 func (l *lane) clone(m *lane) {
 	org, dpos, cuts := l.org, l.hx.dpos, l.hx.cuts
 	*l = *m
-	l.org, l.hx.dpos, l.hx.cuts = org, dpos, cuts
+	if len(org) < len(m.org) {
+		org = make([]int64, len(m.org))
+	}
+	l.org, l.mask = org, int64(len(org)-1)
 	for q := max(m.low(), m.n-int64(len(m.org))); q < m.n; q++ {
 		l.org[q&l.mask] = m.org[q&m.mask]
 	}
 	h, g := &l.hx, &m.hx
-	if g.a == nil || !g.busy() {
+	if g.a == nil {
+		return
+	}
+	if len(dpos) < len(g.dpos) {
+		dpos, cuts = make([]int64, len(g.dpos)), make([]int64, len(g.dpos))
+	}
+	h.dpos, h.cuts, h.dmask = dpos, cuts, int64(len(dpos)-1)
+	if !g.busy() {
 		return
 	}
 	for k := max(g.partStart, g.digits-int64(len(g.dpos))); k < g.digits; k++ {

@@ -48,7 +48,7 @@ const (
 func newReplacer(m *matcher) *replacer {
 	a, _ := m.automata()
 	r := &replacer{a: a, m: m, cs: -1}
-	r.crossLeft = a.class['['] != 0 && a.crossesLeft()
+	r.crossLeft = a.used['['] && a.crossesLeft()
 	if r.crossLeft {
 		r.ctx = append(r.ctx, 0)
 	}
@@ -58,13 +58,8 @@ func newReplacer(m *matcher) *replacer {
 // crossesLeft reports whether some pattern has '[' after its first byte
 // (such a pattern may start before a Redacted and run into it).
 func (a *automaton) crossesLeft() bool {
-	c := a.class['[']
-	for s := range a.depth {
-		if a.depth[s] == 0 {
-			continue
-		}
-		// an edge labelled '[' out of a non-root trie state
-		if t := a.next[s*a.nclass+int(c)]; t > 0 && a.depth[t] == a.depth[s]+1 {
+	for s := 1; s < len(a.depth); s++ {
+		if a.edge(int32(s), '[') >= 0 {
 			return true
 		}
 	}

@@ -27,8 +27,11 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 // for a longer one at the same position. So a piece whose end cannot
 // begin a held value goes out whole at once, and a proper prefix of a
 // held value in any form never goes out before the stream knows what
-// follows it. The text held is at most a few times the longest form of
-// a value (MaxSpan) plus the escapes around it; Held reports it.
+// follows it. Held reports the text held: at most MaxSpan of the
+// longest value where the text has no escapes, and MaxDecodedSpan of it
+// at worst (a partial match in text escaped four times over); the
+// memory a Stream keeps beyond that is fixed when it is made (rings of a
+// few times the longest form, per view).
 //
 // Each byte is read once by each view (the text, the text with escapes
 // undone up to MaxDecodeLevels times, each without line breaks and
