@@ -29,9 +29,10 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 // held value in any form never goes out before the stream knows what
 // follows it. Held reports the text held: at most MaxSpan of the
 // longest value where the text has no escapes, and MaxDecodedSpan of it
-// at worst (a partial match in text escaped four times over); the
-// memory a Stream keeps beyond that is fixed when it is made (rings of a
-// few times the longest form, per view).
+// at worst (a partial match in text escaped four times over). Beyond
+// that a Stream keeps, per view, rings that map a partial match back to
+// the text: about 1 KiB each, grown only while a partial match needs
+// more. The automata are the Scrubber's, built once per set of values.
 //
 // Each byte is read once by each view (the text, the text with escapes
 // undone up to MaxDecodeLevels times, each without line breaks and
