@@ -25,7 +25,7 @@ func (s *Scrubber) NewDetector() *Detector {
 	if m == nil {
 		return &Detector{}
 	}
-	return &Detector{v: newViews(m, true)}
+	return &Detector{v: newViews(m)}
 }
 
 // Next reads p, the next piece of the body. release is how many bytes of

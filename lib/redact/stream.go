@@ -61,7 +61,7 @@ func (s *Scrubber) NewStream() *Stream {
 	if m == nil {
 		return &Stream{}
 	}
-	return &Stream{r: newReplacer(m), v: newViews(m, false)}
+	return &Stream{r: newReplacer(m), v: newViews(m)}
 }
 
 // Next reads p, the next piece of the body, and appends to dst what may

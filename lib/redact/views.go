@@ -15,10 +15,9 @@ const (
 	numViews   = viewLines0 + MaxDecodeLevels
 )
 
-// views is the streaming form of ContainsDecoded (and, with raw set, of
-// Contains as well): push reads the text one byte at a time and reports
-// whether any view holds a match so far; held tells from which offset
-// of the text on a match may still begin.
+// views is the streaming form of ContainsDecoded and Contains: write reads text as it comes, hit records whether
+// any view has held a match so far, and held tells from which offset of
+// the text on a match may still begin.
 type views struct {
 	lanes [2 * numViews]*lane // per view: the view, then the view without invisible characters
 	strip [numViews]invisibles
@@ -36,6 +35,12 @@ type views struct {
 	// and lanes are not fed; it takes round r-1's state (clone) when a
 	// byte that may start an escape reaches it.
 	mirror [MaxDecodeLevels]bool
+	// twin[i]: view i has had no invisible character removed since its
+	// transducer was last idle, so its second lane (the view without
+	// invisible characters) reads exactly as its first and is not fed;
+	// it takes the first's state when a byte that may start an
+	// invisible character comes.
+	twin   [numViews]bool
 	active []*lane // scratch: the lanes plain feeds
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
@@ -45,18 +50,16 @@ type views struct {
 	stripOut [numViews][]vbyte
 }
 
-// newViews returns the views of m; raw adds a search for the exact
-// patterns in the text itself.
-func newViews(m *matcher, raw bool) *views {
+// newViews returns the views of m. The text view is searched for exact
+// patterns too (Contains): a Stream's text is scrubbed, so they match
+// there only for a Detector.
+func newViews(m *matcher) *views {
 	full, hex := m.automata()
 	v := &views{plus: newUnescaper(true)}
 	for i := range numViews {
-		f := full
-		if i == viewText && !raw {
-			f = nil
-		}
-		v.lanes[2*i] = newLane(f, hex)
+		v.lanes[2*i] = newLane(full, hex)
 		v.lanes[2*i+1] = newLane(full, hex)
+		v.twin[i] = true
 	}
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
@@ -126,6 +129,20 @@ func (v *views) levelQuiet(r int) bool {
 	return true
 }
 
+// activeLanes appends the lanes of view i that read on their own; a
+// twin that has become quiet, as has its view's first lane, mirrors it
+// again.
+func (v *views) activeLanes(lanes []*lane, i int) []*lane {
+	a, b := v.lanes[2*i], v.lanes[2*i+1]
+	if !v.twin[i] && v.strip[i].idle() && a.st == 0 && b.st == 0 && !a.hx.busy() && !b.hx.busy() {
+		v.twin[i] = true
+	}
+	if v.twin[i] {
+		return append(lanes, a)
+	}
+	return append(lanes, a, b)
+}
+
 // unmirror gives round r (mirroring round r-1) round r-1's state, so
 // that it can read on its own.
 func (v *views) unmirror(r int) {
@@ -135,6 +152,7 @@ func (v *views) unmirror(r int) {
 			v.lanes[2*(i+r)+k].clone(v.lanes[2*(i+r-1)+k])
 		}
 		v.strip[i+r].clone(&v.strip[i+r-1])
+		v.twin[i+r] = v.twin[i+r-1]
 	}
 	v.lines[r].clone(&v.lines[r-1])
 	v.unesc[r].blocked = false
@@ -145,8 +163,8 @@ func (v *views) unmirror(r int) {
 // the one below it, mirrors it again.
 func (v *views) plain(run []byte, org int64) {
 	v.plus.blocked = false
-	v.active = append(v.active[:0], v.lanes[2*viewText:2*viewText+2]...)
-	v.active = append(v.active, v.lanes[2*viewPlus:2*viewPlus+2]...)
+	v.active = v.activeLanes(v.active[:0], viewText)
+	v.active = v.activeLanes(v.active, viewPlus)
 	for r := range MaxDecodeLevels {
 		if r > 0 && !v.mirror[r] && v.levelQuiet(r) && v.levelQuiet(r-1) {
 			v.mirror[r] = true
@@ -156,9 +174,8 @@ func (v *views) plain(run []byte, org int64) {
 		}
 		v.unesc[r].blocked = false
 		v.lines[r].long = false
-		for _, i := range [2]int{viewLevel0 + r, viewLines0 + r} {
-			v.active = append(v.active, v.lanes[2*i:2*i+2]...)
-		}
+		v.active = v.activeLanes(v.active, viewLevel0+r)
+		v.active = v.activeLanes(v.active, viewLines0+r)
 	}
 	if plainRun(v.active, run, org, &v.hexScratch) {
 		v.hit = true
@@ -202,10 +219,20 @@ func (v *views) decoded(r int, c byte, org int64) {
 	}
 }
 
+// isLead reports whether c may start an invisible character.
+func isLead(c byte) bool { return c == 0xE2 || c == 0xEF || c == 0xC2 }
+
 // view takes one byte of view i.
 func (v *views) view(i int, c byte, org int64) {
+	if v.twin[i] && isLead(c) {
+		v.twin[i] = false
+		v.lanes[2*i+1].clone(v.lanes[2*i])
+	}
 	if v.lanes[2*i].push(c, org) {
 		v.hit = true
+	}
+	if v.twin[i] {
+		return
 	}
 	v.stripOut[i] = v.strip[i].push(c, org, v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
@@ -246,6 +273,9 @@ func (v *views) flush() {
 }
 
 func (v *views) flushStrip(i int) {
+	if v.twin[i] {
+		return // nothing held, nothing removed
+	}
 	v.stripOut[i] = v.strip[i].flush(v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
 		if v.lanes[2*i+1].push(x.c, x.org) {
@@ -261,6 +291,9 @@ func (v *views) held() int64 {
 	for i, l := range v.lanes {
 		if r := i/2 - viewLevel0; r >= 0 && v.mirror[r%MaxDecodeLevels] {
 			continue // the same as round r-1's lane
+		}
+		if i%2 == 1 && v.twin[i/2] {
+			continue // the same as the view's first lane
 		}
 		h = min(h, l.held())
 	}
