@@ -33,7 +33,8 @@ type views struct {
 	// mirror[r] (r ≥ 1): round r has undone nothing since it last was
 	// idle, so its views read exactly as round r-1's and its transducers
 	// and lanes are not fed; it takes round r-1's state (clone) when a
-	// byte that may start an escape reaches it.
+	// byte that may start an escape reaches it. The rounds that mirror
+	// are always the last ones.
 	mirror [MaxDecodeLevels]bool
 	// twin[i]: view i has had no invisible character removed since its
 	// transducer was last idle, so its second lane (the view without
@@ -165,10 +166,14 @@ func (v *views) plain(run []byte, org int64) {
 	v.plus.blocked = false
 	v.active = v.activeLanes(v.active[:0], viewText)
 	v.active = v.activeLanes(v.active, viewPlus)
-	for r := range MaxDecodeLevels {
-		if r > 0 && !v.mirror[r] && v.levelQuiet(r) && v.levelQuiet(r-1) {
+	// Mirroring rounds are always the last ones: a round that mirrors
+	// is not fed, so no round after it could be.
+	for r := MaxDecodeLevels - 1; r > 0; r-- {
+		if !v.mirror[r] && (r+1 == MaxDecodeLevels || v.mirror[r+1]) && v.levelQuiet(r) && v.levelQuiet(r-1) {
 			v.mirror[r] = true
 		}
+	}
+	for r := range MaxDecodeLevels {
 		if v.mirror[r] {
 			continue
 		}
