@@ -51,15 +51,20 @@ func (s *Scrubber) ContainsDecoded(b []byte) bool {
 		return false
 	}
 	// A view that does not nest, read once: '+' as a space (forms). It is
-	// read whenever it differs from the text, '+' or not, so that what a
-	// stream has read of it never needs a '+' that comes later.
-	if indexIn(b, &escapePlus) >= 0 {
+	// read whether or not the text has a '+', so that what a stream has
+	// read of it never depends on a '+' that comes later; without one it
+	// is the first round before references are undone.
+	plus := bytes.IndexByte(b, '+') >= 0
+	if plus {
 		if v := unescapePlus(b, true); m.contains(v) || m.spaced(v) {
 			return true
 		}
 	}
 	for round := range MaxDecodeLevels {
 		d := unescape(b)
+		if round == 0 && !plus && bytes.IndexByte(d, '&') >= 0 && (m.contains(d) || m.spaced(d)) {
+			return true // the '+' view (references change d below)
+		}
 		if bytes.IndexByte(d, '&') >= 0 {
 			capNumericRefs(d)
 			// html.UnescapeString returns its argument when it has

@@ -25,7 +25,7 @@ func (s *Scrubber) NewDetector() *Detector {
 	if m == nil {
 		return &Detector{}
 	}
-	return &Detector{v: newViews(m, true)}
+	return &Detector{v: newViews(m)}
 }
 
 // Next reads p, the next piece of the body. release is how many bytes of
@@ -46,7 +46,7 @@ func (d *Detector) Next(p []byte) (release int, hit bool) {
 	if d.v.hit {
 		return int(d.rel), true
 	}
-	d.rel = min(d.n, d.v.held())
+	d.rel = max(d.rel, min(d.n, d.v.held())) // held only moves forward
 	return int(d.rel), false
 }
 

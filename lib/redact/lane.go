@@ -42,31 +42,48 @@ type hexScan struct {
 	dmask     int64
 }
 
+// Initial ring sizes; a ring grows when a partial match needs more.
+const (
+	orgRing   = 64
+	digitRing = 32
+)
+
 func newHexScan(a *automaton) hexScan {
 	h := hexScan{a: a}
 	if a != nil {
-		dn := pow2(a.maxLen + 1)
-		h.dpos = make([]int64, dn)
-		h.cuts = make([]int64, dn)
-		h.dmask = int64(dn - 1)
+		h.dpos = make([]int64, digitRing)
+		h.cuts = make([]int64, digitRing)
+		h.dmask = digitRing - 1
 	}
 	return h
 }
 
 // newLane returns a lane for full and hex (either may be nil).
 func newLane(full, hex *automaton) *lane {
-	l := &lane{full: full, hx: newHexScan(hex)}
-	need := 1
-	if full != nil {
-		need = max(need, full.maxLen+1)
+	return &lane{full: full, hx: newHexScan(hex), org: make([]int64, orgRing), mask: orgRing - 1}
+}
+
+// growRing returns ring r (indexed by position & mask) with room for at
+// least size entries, keeping the entries of positions [hi-len(r), hi).
+func growRing(r []int64, mask, hi int64, size int) ([]int64, int64) {
+	if size <= len(r) {
+		return r, mask
 	}
-	if hex != nil {
-		need = max(need, (1+MaxHexSeparators)*(hex.maxLen+1)+1)
+	n := pow2(max(size, 2*len(r)))
+	g, gm := make([]int64, n), int64(n-1)
+	for q := max(hi-int64(len(r)), 0); q < hi; q++ {
+		g[q&gm] = r[q&mask]
 	}
-	n := pow2(need)
-	l.org = make([]int64, n)
-	l.mask = int64(n - 1)
-	return l
+	return g, gm
+}
+
+// room makes the digit rings hold size entries.
+func (h *hexScan) room(size int) {
+	if size > len(h.dpos) {
+		mask := h.dmask
+		h.dpos, h.dmask = growRing(h.dpos, mask, h.digits, size)
+		h.cuts, _ = growRing(h.cuts, mask, h.ncut, size)
+	}
 }
 
 func pow2(n int) int {
@@ -83,13 +100,23 @@ func (l *lane) push(c byte, org int64) bool {
 	if l.idOn {
 		l.endIdentity()
 	}
-	if l.st == 0 && !l.hx.busy() && hexClass[c] == 0 && (l.full == nil || l.full.class[c] == 0) {
+	if l.st == 0 && !l.hx.busy() && hexClass[c] == 0 && (l.full == nil || !l.full.used[c]) {
 		// Nothing is under way and c begins nothing: no match can ever
 		// ask for this byte's origin.
 		l.n++
 		return false
 	}
 	pos := l.n
+	need := int64(1)
+	if l.full != nil {
+		need += int64(l.full.depth[l.st])
+	}
+	if p, ok := l.hx.partial(); ok {
+		need = max(need, pos-p+1)
+	}
+	if need > int64(len(l.org)) {
+		l.org, l.mask = growRing(l.org, l.mask, pos, int(need))
+	}
 	l.org[pos&l.mask] = org
 	l.n++
 	hit := false
@@ -116,6 +143,9 @@ func (h *hexScan) step(c byte, pos int64) bool {
 			h.ncut++
 		}
 		h.sepRun = 0
+		if p := h.digits - int64(h.a.depth[h.hs]); h.digits-p+1 > int64(len(h.dpos)) {
+			h.room(int(h.digits - p + 1))
+		}
 		h.dpos[h.digits&h.dmask] = pos
 		h.hs = h.a.step(h.hs, lower(c))
 		h.digits++
@@ -199,7 +229,11 @@ func (l *lane) origin(q int64) int64 {
 // endIdentity ends an identity run, writing to the ring the origins a
 // partial match can still ask for.
 func (l *lane) endIdentity() {
-	for q := max(l.low(), l.idN); q < l.n; q++ {
+	low := l.low()
+	if need := l.n - low; need > int64(len(l.org)) {
+		l.org, l.mask = growRing(l.org, l.mask, l.idN, int(need))
+	}
+	for q := max(low, l.idN); q < l.n; q++ {
 		l.org[q&l.mask] = l.idOrg + q - l.idN
 	}
 	l.idOn = false
@@ -214,144 +248,33 @@ func (l *lane) held() int64 {
 	return math.MaxInt64
 }
 
-// plainRun reads run, text at offsets org..org+len(run)-1 that every lane
-// reads alike (no transducer changes it), and reports whether a match
-// ends in it. Lanes in the same automaton state step once: they start
-// in a few states and meet within a few bytes. Separated hex is read
-// per lane only up to the first byte outside hex digits and separators,
-// which ends every part; the rest is read once and its state copied.
-func plainRun(lanes []*lane, run []byte, org int64, scratch *hexScan) bool {
-	if len(run) == 0 {
-		return false
+// clone makes l a copy of m (a lane over the same automata). Of the
+// rings, it copies only what a partial match of m may still ask for.
+func (l *lane) clone(m *lane) {
+	org, dpos, cuts := l.org, l.hx.dpos, l.hx.cuts
+	*l = *m
+	if len(org) < len(m.org) {
+		org = make([]int64, len(m.org))
 	}
-	var full *automaton
-	var cur [2 * numViews]int32
-	var idx [2 * numViews]int
-	nd := 0
-	for i, l := range lanes {
-		if !l.idOn || l.idOrg+l.n-l.idN != org {
-			if l.idOn {
-				l.endIdentity()
-			}
-			l.idOn, l.idN, l.idOrg = true, l.n, org
-		}
-		if l.full == nil {
-			continue
-		}
-		full = l.full
-		j := 0
-		for j < nd && cur[j] != l.st {
-			j++
-		}
-		if j == nd {
-			cur[nd] = l.st
-			nd++
-		}
-		idx[i] = j
+	l.org, l.mask = org, int64(len(org)-1)
+	for q := max(m.low(), m.n-int64(len(m.org))); q < m.n; q++ {
+		l.org[q&l.mask] = m.org[q&m.mask]
 	}
-	hit := false
-	if full != nil {
-		next, class, longest, nc := full.next, &full.class, full.longest, int32(full.nclass)
-		i := 0
-		for ; i < len(run) && nd > 1; i++ {
-			c := int32(class[run[i]])
-			same := true
-			for j := range nd {
-				s := next[cur[j]*nc+c]
-				cur[j] = s
-				if longest[s] > 0 {
-					hit = true
-				}
-				same = same && s == cur[0]
-			}
-			if same {
-				nd = 1
-				for k := range idx {
-					idx[k] = 0
-				}
-			}
-		}
-		s := cur[0]
-		for ; i < len(run); i++ {
-			s = next[s*nc+int32(class[run[i]])]
-			if longest[s] > 0 {
-				hit = true
-			}
-		}
-		cur[0] = s
-		for i, l := range lanes {
-			if l.full != nil {
-				l.st = cur[idx[i]]
-			}
-		}
+	h, g := &l.hx, &m.hx
+	if g.a == nil {
+		return
 	}
-	if lanes[0].hx.a != nil && plainHex(lanes, run, scratch) {
-		hit = true
+	if len(dpos) < len(g.dpos) {
+		dpos, cuts = make([]int64, len(g.dpos)), make([]int64, len(g.dpos))
 	}
-	for _, l := range lanes {
-		l.n += int64(len(run))
+	h.dpos, h.cuts, h.dmask = dpos, cuts, int64(len(dpos)-1)
+	if !g.busy() {
+		return
 	}
-	return hit
-}
-
-// plainHex is plainRun's separated-hex part. A lane with no part under
-// way reads run like any other such lane: one scan from the run's start
-// serves them all. The first byte outside hex digits and separators (at
-// f) ends every part, so from there on every lane reads like that scan;
-// a lane with a part under way reads the bytes before f itself.
-func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
-	f := 0
-	for f < len(run) && hexClass[run[f]] != 0 {
-		f++
+	for k := max(g.partStart, g.digits-int64(len(g.dpos))); k < g.digits; k++ {
+		h.dpos[k&h.dmask] = g.dpos[k&g.dmask]
 	}
-	hit := false
-	var base [2 * numViews]int64
-	var busy [2 * numViews]bool
-	anyIdle := false
-	for i, l := range lanes {
-		base[i] = l.hx.digits
-		busy[i] = l.hx.busy()
-		if !busy[i] {
-			anyIdle = true
-			continue
-		}
-		for k := range f {
-			if l.hx.step(run[k], l.n+int64(k)) {
-				hit = true
-			}
-		}
+	for k := max(g.ncut-int64(len(g.cuts)), 0); k < g.ncut; k++ {
+		h.cuts[k&h.dmask] = g.cuts[k&g.dmask]
 	}
-	if !anyIdle && f == len(run) {
-		return hit
-	}
-	sh.hs, sh.inPart, sh.sepRun, sh.digits, sh.partStart, sh.ncut = 0, false, 0, 0, 0, 0
-	for k := range run {
-		if sh.step(run[k], int64(k)) && (k >= f || anyIdle) {
-			hit = true
-		}
-	}
-	for i, l := range lanes {
-		h := &l.hx
-		if busy[i] && f == len(run) {
-			continue // it read all of run itself
-		}
-		h.hs, h.inPart, h.sepRun = sh.hs, sh.inPart, sh.sepRun
-		h.digits = base[i] + sh.digits
-		h.partStart = base[i] + sh.partStart
-		if !sh.inPart {
-			continue
-		}
-		for k := max(sh.partStart, sh.digits-int64(len(sh.dpos))); k < sh.digits; k++ {
-			h.dpos[(base[i]+k)&h.dmask] = l.n + sh.dpos[k&sh.dmask]
-		}
-		first := sh.ncut
-		for first > 0 && first > sh.ncut-int64(len(sh.cuts)) && sh.cuts[(first-1)&sh.dmask] > sh.partStart {
-			first--
-		}
-		for k := first; k < sh.ncut; k++ {
-			h.cuts[h.ncut&h.dmask] = base[i] + sh.cuts[k&sh.dmask]
-			h.ncut++
-		}
-	}
-	return hit
 }

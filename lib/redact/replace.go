@@ -24,24 +24,31 @@ import "unsafe"
 // again "from the start" means from the start of what is held.
 type replacer struct {
 	a *automaton
-	m *matcher // its fast search, to skip text with no match; may be nil
+	m *matcher // its fast search, to skip text with no match
 	// crossLeft is set when some pattern has '[' after its first byte:
 	// only then can a match begin before a marker and run into it.
 	crossLeft bool
-	buf       []byte  // the text held: V from the first byte not yet final
-	kind      []uint8 // per byte of buf: 0 text, k>0 byte k-1 of a Redacted
-	ctx       []int32 // crossLeft: per position, where its left context starts
-	scan      int     // bytes of buf the automaton has read since it restarted
-	st        int32   // automaton state after buf[:scan]
-	cs, ce    int     // the candidate match [cs, ce), cs < 0: none
+	out       []byte  // final text, not yet taken by the caller
+	work      []byte  // text held: read, or not final yet
+	kind      []uint8 // per byte of work: 0 text, k>0 byte k-1 of a Redacted
+	ctx       []int32 // crossLeft: per position of work, where its left context starts
+	scan      int     // bytes of work the automaton has read since it restarted
+	st        int32   // automaton state after work[:scan]
+	cs, ce    int     // the candidate match [cs, ce) in work, cs < 0: none
 }
+
+// Sizes of the replacer's work: text moves into it replaceBlock bytes at
+// a time, and final text moves out once it holds more than
+// replaceSlack bytes beyond what a partial match may need.
+const (
+	replaceBlock = 64
+	replaceSlack = 256
+)
 
 func newReplacer(m *matcher) *replacer {
 	a, _ := m.automata()
 	r := &replacer{a: a, m: m, cs: -1}
-	// A pattern reaching into a marker from the left holds '[' past its
-	// first byte.
-	r.crossLeft = a.class['['] != 0 && a.crossesLeft()
+	r.crossLeft = a.used['['] && a.crossesLeft()
 	if r.crossLeft {
 		r.ctx = append(r.ctx, 0)
 	}
@@ -49,74 +56,97 @@ func newReplacer(m *matcher) *replacer {
 }
 
 // crossesLeft reports whether some pattern has '[' after its first byte
-// (a conservative test: such a pattern may start before a Redacted and
-// run into it).
+// (such a pattern may start before a Redacted and run into it).
 func (a *automaton) crossesLeft() bool {
-	c := int32(a.class['['])
-	for s := range a.depth {
-		if a.depth[s] == 0 {
-			continue
-		}
-		// an edge labelled '[' out of a non-root trie state
-		if t := a.next[s*a.nclass+int(c)]; t > 0 && a.depth[t] == a.depth[s]+1 {
+	for s := 1; s < len(a.depth); s++ {
+		if a.edge(int32(s), '[') >= 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// write appends p to the held text.
-func (r *replacer) write(p []byte) {
-	r.buf = append(r.buf, p...)
-	r.kind = append(r.kind, make([]uint8, len(p))...)
-}
-
-// run reads the held text and replaces what it can decide; it returns
-// how many bytes at the start of buf are final (they stay in buf until
-// the caller calls drop). At the end of the text (final), every match
-// is replaced and every byte is final.
-func (r *replacer) run(final bool) int {
+// run reads in (not kept) and moves to out the text that is final: at
+// the end of the text (final), all of it, with every match replaced.
+func (r *replacer) run(in []byte, final bool) {
+	limit := 2*r.a.maxLen + len(Redacted) + replaceSlack
 	for {
-		if r.st == 0 && r.cs < 0 && !r.crossLeft && r.m != nil && r.scan < len(r.buf) {
-			// Nothing under way: skip with the matcher's search to the
-			// next match, but never into the last maxLen bytes, where a
-			// longer match may start earlier and end past the text.
-			rest := r.buf[r.scan:]
-			skip := max(len(rest)-r.a.maxLen, 0)
-			if i, _ := r.m.find(unsafe.String(unsafe.SliceData(rest), len(rest)), 0); i >= 0 {
-				skip = min(skip, i)
+		if r.scan < len(r.work) {
+			r.step()
+			if len(r.work) > limit {
+				r.settleOut()
 			}
-			r.scan += skip
+			continue
 		}
-		for r.scan < len(r.buf) {
-			r.st = r.a.step(r.st, r.buf[r.scan])
-			r.scan++
-			if r.crossLeft {
-				r.ctx = append(r.ctx[:r.scan], r.ctxAt(r.scan))
-			}
-			if l := int(r.a.longest[r.st]); l > 0 {
-				if s := r.scan - l; r.cs < 0 || s < r.cs || s == r.cs && r.scan > r.ce {
-					r.cs, r.ce = s, r.scan
-				}
-			}
-			if r.cs >= 0 && r.scan-int(r.a.depth[r.st]) > r.cs {
-				r.commit()
-			}
+		if len(in) > 0 {
+			in = r.skip(in)
+			n := min(len(in), replaceBlock)
+			r.work = append(r.work, in[:n]...)
+			r.kind = append(r.kind, make([]uint8, n)...)
+			in = in[n:]
+			continue
 		}
-		if !final || r.cs < 0 {
-			break
+		if final && r.cs >= 0 {
+			r.commit()
+			continue
 		}
-		r.commit()
+		break
 	}
 	if final {
-		return len(r.buf)
+		r.take(len(r.work))
+		return
 	}
+	r.settleOut()
+}
+
+// skip moves to out, with the matcher's fast search, the text of in
+// that cannot take part in a match when nothing is under way: up to the
+// next match, but never into the last maxLen bytes, where a longer
+// match may start earlier and end past the text.
+func (r *replacer) skip(in []byte) []byte {
+	if r.st != 0 || r.cs >= 0 || r.crossLeft || len(in) <= r.a.maxLen {
+		return in
+	}
+	n := len(in) - r.a.maxLen
+	if i, _ := r.m.find(unsafe.String(unsafe.SliceData(in), len(in)), 0); i >= 0 {
+		n = min(n, i)
+	}
+	if n == 0 {
+		return in
+	}
+	r.take(len(r.work)) // all read, nothing under way: all final
+	r.out = append(r.out, in[:n]...)
+	return in[n:]
+}
+
+// step reads the next byte of work.
+func (r *replacer) step() {
+	r.st = r.a.step(r.st, r.work[r.scan])
+	r.scan++
+	if r.crossLeft {
+		r.ctx = append(r.ctx[:r.scan], r.ctxAt(r.scan))
+	}
+	if l := int(r.a.longest[r.st]); l > 0 {
+		if s := r.scan - l; r.cs < 0 || s < r.cs || s == r.cs && r.scan > r.ce {
+			r.cs, r.ce = s, r.scan
+		}
+	}
+	if r.cs >= 0 && r.scan-int(r.a.depth[r.st]) > r.cs {
+		r.commit()
+	}
+}
+
+// settleOut moves to out the bytes of work that are final.
+func (r *replacer) settleOut() {
 	e := r.scan - int(r.a.depth[r.st])
 	if r.cs >= 0 {
 		e = min(e, r.cs)
 	}
-	return r.settle(e)
+	r.take(r.settle(e))
 }
+
+// held returns how many bytes the replacer holds back.
+func (r *replacer) held() int { return len(r.work) }
 
 // ctxAt returns where the left context of position p starts: a match
 // starting at p may be replaced, and a pattern ending inside the new
@@ -134,7 +164,7 @@ func (r *replacer) ctxAt(p int) int32 {
 func (r *replacer) settle(e int) int {
 	for {
 		f := e
-		if f < len(r.buf) && f > 0 && r.kind[f] > 1 {
+		if f < len(r.work) && f > 0 && r.kind[f] > 1 {
 			f -= int(r.kind[f]) - 1
 		}
 		if r.crossLeft && f < len(r.ctx) {
@@ -163,16 +193,16 @@ func (r *replacer) commit() {
 	}
 	n := len(Redacted) - (y - x)
 	if n > 0 {
-		r.buf = append(r.buf, make([]byte, n)...)
+		r.work = append(r.work, make([]byte, n)...)
 		r.kind = append(r.kind, make([]uint8, n)...)
 	}
-	copy(r.buf[x+len(Redacted):], r.buf[y:])
+	copy(r.work[x+len(Redacted):], r.work[y:])
 	copy(r.kind[x+len(Redacted):], r.kind[y:])
 	if n < 0 {
-		r.buf = r.buf[:len(r.buf)+n]
+		r.work = r.work[:len(r.work)+n]
 		r.kind = r.kind[:len(r.kind)+n]
 	}
-	copy(r.buf[x:], Redacted)
+	copy(r.work[x:], Redacted)
 	for i := range len(Redacted) {
 		r.kind[x+i] = uint8(i + 1)
 	}
@@ -186,22 +216,26 @@ func (r *replacer) commit() {
 	}
 }
 
-// drop removes the first n bytes of buf (final, taken by the caller).
-func (r *replacer) drop(n int) {
+// take moves the first n bytes of work, final, to out.
+func (r *replacer) take(n int) {
 	if n == 0 {
 		return
 	}
-	r.buf = r.buf[:copy(r.buf, r.buf[n:])]
+	r.out = append(r.out, r.work[:n]...)
+	r.work = r.work[:copy(r.work, r.work[n:])]
 	r.kind = r.kind[:copy(r.kind, r.kind[n:])]
-	r.scan -= n
+	r.scan = max(r.scan-n, 0)
 	if r.cs >= 0 {
 		r.cs -= n
 		r.ce -= n
 	}
 	if r.crossLeft {
-		c := r.ctx[:copy(r.ctx, r.ctx[n:])]
+		c := r.ctx[:copy(r.ctx, r.ctx[min(n, len(r.ctx)):])]
 		for i := range c {
 			c[i] = max(c[i]-int32(n), 0)
+		}
+		if len(c) == 0 {
+			c = append(c, 0)
 		}
 		r.ctx = c
 	}
@@ -210,7 +244,7 @@ func (r *replacer) drop(n int) {
 // replaceAll is Scrub's work on a text with at least one match.
 func replaceAll(m *matcher, s string) string {
 	r := newReplacer(m)
-	r.buf = []byte(s)
-	r.kind = make([]uint8, len(s))
-	return string(r.buf[:r.run(true)])
+	r.out = make([]byte, 0, len(s)+len(Redacted))
+	r.run(unsafe.Slice(unsafe.StringData(s), len(s)), true)
+	return string(r.out)
 }

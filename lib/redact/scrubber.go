@@ -30,7 +30,8 @@ const MinValueLen = 4
 // (escapes undone, separated hex, invisible characters inserted), and
 // ContainsInHost those of a host name (any case, base32, a value split
 // over labels); MaxSpan, MaxDecodedSpan and the constants beside them
-// bound every form. Other
+// bound every form. Stream and Detector do what ScrubBytes and
+// ContainsDecoded do on a body that arrives in pieces. Other
 // encodings (gzip, a value split other ways, reversed...) are not
 // detected.
 //

@@ -33,7 +33,7 @@ const minSeparatedHex = 2 * MinValueLen
 
 // separatedHex reports whether b holds a pattern of m spelled in hex
 // pairs, any case, with runs of 1 to MaxHexSeparators separator bytes
-// between some pairs. A match lies in a stretch of at least minStretch
+// between some pairs (at least one such run inside the match). A match lies in a stretch of at least minStretch
 // bytes that are all hex digits or separators. Such stretches are found
 // as a string search finds a word: a window of minStretch bytes is read
 // from its end backwards, and a byte outside the class moves the window

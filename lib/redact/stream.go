@@ -27,8 +27,12 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 // for a longer one at the same position. So a piece whose end cannot
 // begin a held value goes out whole at once, and a proper prefix of a
 // held value in any form never goes out before the stream knows what
-// follows it. The text held is at most a few times the longest form of
-// a value (MaxSpan) plus the escapes around it; Held reports it.
+// follows it. Held reports the text held: at most MaxSpan of the
+// longest value where the text has no escapes, and MaxDecodedSpan of it
+// at worst (a partial match in text escaped four times over). Beyond
+// that a Stream keeps, per view, rings that map a partial match back to
+// the text: about 1 KiB each, grown only while a partial match needs
+// more. The automata are the Scrubber's, built once per set of values.
 //
 // Each byte is read once by each view (the text, the text with escapes
 // undone up to MaxDecodeLevels times, each without line breaks and
@@ -57,7 +61,7 @@ func (s *Scrubber) NewStream() *Stream {
 	if m == nil {
 		return &Stream{}
 	}
-	return &Stream{r: newReplacer(m), v: newViews(m, false)}
+	return &Stream{r: newReplacer(m), v: newViews(m)}
 }
 
 // Next reads p, the next piece of the body, and appends to dst what may
@@ -78,10 +82,8 @@ func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 		}
 		return append(dst, p...), nil
 	}
-	st.r.write(p)
-	e := st.r.run(false)
-	st.read(st.r.buf[:e])
-	st.r.drop(e)
+	st.r.run(p, false)
+	st.read()
 	return st.forward(dst, false)
 }
 
@@ -98,9 +100,8 @@ func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.r == nil {
 		return dst, nil
 	}
-	e := st.r.run(true)
-	st.read(st.r.buf[:e])
-	st.r.drop(e)
+	st.r.run(nil, true)
+	st.read()
 	st.v.flush()
 	return st.forward(dst, true)
 }
@@ -111,13 +112,15 @@ func (st *Stream) Held() int {
 	if st.r == nil {
 		return 0
 	}
-	return len(st.out) + len(st.r.buf)
+	return len(st.out) + st.r.held()
 }
 
-// read gives scrubbed text to the views.
-func (st *Stream) read(b []byte) {
+// read gives the replacer's final text to the views.
+func (st *Stream) read() {
+	b := st.r.out
 	st.v.write(b, st.base+int64(len(st.out)))
 	st.out = append(st.out, b...)
+	st.r.out = b[:0]
 }
 
 // forward hands out the scrubbed text that no match can need any more.
@@ -129,7 +132,8 @@ func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
 	}
 	n := len(st.out)
 	if !all {
-		n = int(min(int64(n), st.v.held()-st.base))
+		// What the views hold only moves forward, so n ≥ 0.
+		n = int(max(min(int64(n), st.v.held()-st.base), 0))
 	}
 	dst = append(dst, st.out[:n]...)
 	st.out = st.out[:copy(st.out, st.out[n:])]

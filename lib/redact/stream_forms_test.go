@@ -39,8 +39,11 @@ func streamForms(v string) map[string]string {
 		"\\x some":      strings.NewReplacer("-", `\x2d`, "_", `\x5f`).Replace(v),
 	}
 	for lv := 1; lv <= 4; lv++ {
-		f["percent x"+string(rune('0'+lv))] = levels(percentSome(v), lv-1, url.QueryEscape)
-		f["json x"+string(rune('0'+lv))] = levels(v, lv, js)
+		n := string(rune('0' + lv))
+		f["percent x"+n] = levels(percentSome(v), lv-1, url.QueryEscape)
+		f["json x"+n] = levels(v, lv, js)
+		f["html x"+n] = levels(numericRefs(v), lv-1, html.EscapeString)
+		f["mixed x"+n] = levels(uEvery(v), lv-1, func(s string) string { return js(url.QueryEscape(s)) })
 	}
 	for k := range 3 {
 		pre := strings.Repeat("k", k)

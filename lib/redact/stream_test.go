@@ -88,8 +88,8 @@ func TestStreamOracle(t *testing.T) {
 }
 
 // TestStreamSplitForms: each form of a held value, in text, cut at every
-// offset into two pieces, at every pair of offsets into three, and into
-// single bytes.
+// offset into two pieces, at each offset and a spread of later ones into
+// three, and into single bytes.
 func TestStreamSplitForms(t *testing.T) {
 	t.Parallel()
 	for _, v := range streamValues {
@@ -101,9 +101,12 @@ func TestStreamSplitForms(t *testing.T) {
 					is := is.New(t)
 					x := []byte("data: {\"k\":\"" + f + "\"}\n\n")
 					o := newStreamOracle(s, x)
-					for i := 0; i <= len(x); i++ {
+					// Every offset, and a spread of second offsets after
+					// it; forms escaped many times over (kilobytes)
+					// take every few offsets.
+					for i := 0; i <= len(x); i += 1 + len(x)/400 {
 						is.NoErr(o.check([]int{i}))
-						for j := i + 1; j < len(x); j += 1 + len(x)/6 {
+						for j := i + 1; j < len(x); j += 1 + len(x)/5 {
 							is.NoErr(o.check([]int{i, j}))
 						}
 					}
@@ -291,4 +294,38 @@ func TestStreamBytewiseLarge(t *testing.T) {
 	out, err = st.Close(out)
 	is.NoErr(err)
 	is.True(bytes.Equal(out, body))
+}
+
+// TestStreamLongValue: a value of a few KiB (a PEM key) in its longest
+// forms, cut into pieces of 1, 7 and 4096 bytes: the rings that keep a
+// partial match grow to hold it.
+func TestStreamLongValue(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	v := make([]byte, 3000)
+	for i := range v {
+		v[i] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\n"[rng.IntN(65)]
+	}
+	s := scrubberOf([]string{string(v)})
+	forms := map[string]string{
+		"raw":        string(v),
+		"json":       strings.ReplaceAll(string(v), "\n", `\n`),
+		"sep hex":    sepHex(string(v), ":", false, 0, ""),
+		"percent":    percentSome(string(v)),
+		"invisibles": interleave(string(v[:200]), "\u200b", 0, "") + string(v[200:]),
+	}
+	for name, f := range forms {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			o := newStreamOracle(s, []byte("data: "+f+" end\n\n"))
+			for _, n := range []int{1, 7, 4096} {
+				var cuts []int
+				for i := n; i < len(o.text); i += n {
+					cuts = append(cuts, i)
+				}
+				is.NoErr(o.check(cuts))
+			}
+		})
+	}
 }

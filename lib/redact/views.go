@@ -15,10 +15,9 @@ const (
 	numViews   = viewLines0 + MaxDecodeLevels
 )
 
-// views is the streaming form of ContainsDecoded (and, with raw set, of
-// Contains as well): push reads the text one byte at a time and reports
-// whether any view holds a match so far; held tells from which offset
-// of the text on a match may still begin.
+// views is the streaming form of ContainsDecoded and Contains: write reads text as it comes, hit records whether
+// any view has held a match so far, and held tells from which offset of
+// the text on a match may still begin.
 type views struct {
 	lanes [2 * numViews]*lane // per view: the view, then the view without invisible characters
 	strip [numViews]invisibles
@@ -31,6 +30,19 @@ type views struct {
 	holdLines, holdInvisible bool
 	hit                      bool
 	hexScratch               hexScan // plainRun's shared separated-hex state
+	// mirror[r] (r ≥ 1): round r has undone nothing since it last was
+	// idle, so its views read exactly as round r-1's and its transducers
+	// and lanes are not fed; it takes round r-1's state (clone) when a
+	// byte that may start an escape reaches it. The rounds that mirror
+	// are always the last ones.
+	mirror [MaxDecodeLevels]bool
+	// twin[i]: view i has had no invisible character removed since its
+	// transducer was last idle, so its second lane (the view without
+	// invisible characters) reads exactly as its first and is not fed;
+	// it takes the first's state when a byte that may start an
+	// invisible character comes.
+	twin   [numViews]bool
+	active []*lane // scratch: the lanes plain feeds
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
 	unescOut [MaxDecodeLevels][]vbyte
@@ -39,21 +51,20 @@ type views struct {
 	stripOut [numViews][]vbyte
 }
 
-// newViews returns the views of m; raw adds a search for the exact
-// patterns in the text itself.
-func newViews(m *matcher, raw bool) *views {
+// newViews returns the views of m. The text view is searched for exact
+// patterns too (Contains): a Stream's text is scrubbed, so they match
+// there only for a Detector.
+func newViews(m *matcher) *views {
 	full, hex := m.automata()
 	v := &views{plus: newUnescaper(true)}
 	for i := range numViews {
-		f := full
-		if i == viewText && !raw {
-			f = nil
-		}
-		v.lanes[2*i] = newLane(f, hex)
+		v.lanes[2*i] = newLane(full, hex)
 		v.lanes[2*i+1] = newLane(full, hex)
+		v.twin[i] = true
 	}
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
+		v.mirror[r] = r > 0
 	}
 	v.hexScratch = newHexScan(hex)
 	v.holdLines = full.starts['\r'] || full.starts['\n']
@@ -86,31 +97,92 @@ func (v *views) write(b []byte, org int64) {
 
 // idle reports whether no transducer holds anything.
 func (v *views) idle() bool {
-	if len(v.plus.pend) > 0 {
+	if len(v.plus.pend) > 0 || !v.strip[viewText].idle() || !v.strip[viewPlus].idle() {
 		return false
 	}
 	for r := range MaxDecodeLevels {
-		if len(v.unesc[r].pend) > 0 || len(v.ents[r].pend) > 0 || len(v.lines[r].run) > 0 {
-			return false
-		}
-	}
-	for i := range v.strip {
-		if len(v.strip[i].pend) > 0 || v.strip[i].count > 0 {
+		if !v.mirror[r] && !v.levelIdle(r) {
 			return false
 		}
 	}
 	return true
 }
 
+// levelIdle reports whether round r's transducers hold nothing.
+func (v *views) levelIdle(r int) bool {
+	return len(v.unesc[r].pend) == 0 && len(v.ents[r].pend) == 0 && len(v.lines[r].run) == 0 &&
+		v.strip[viewLevel0+r].idle() && v.strip[viewLines0+r].idle()
+}
+
+// levelQuiet reports whether round r holds nothing and no lane of it has
+// a match under way: from here on it reads like any other such round.
+func (v *views) levelQuiet(r int) bool {
+	if !v.levelIdle(r) {
+		return false
+	}
+	for _, i := range [2]int{viewLevel0 + r, viewLines0 + r} {
+		for _, l := range v.lanes[2*i : 2*i+2] {
+			if l.st != 0 || l.hx.busy() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// activeLanes appends the lanes of view i that read on their own; a
+// twin that has become quiet, as has its view's first lane, mirrors it
+// again.
+func (v *views) activeLanes(lanes []*lane, i int) []*lane {
+	a, b := v.lanes[2*i], v.lanes[2*i+1]
+	if !v.twin[i] && v.strip[i].idle() && a.st == 0 && b.st == 0 && !a.hx.busy() && !b.hx.busy() {
+		v.twin[i] = true
+	}
+	if v.twin[i] {
+		return append(lanes, a)
+	}
+	return append(lanes, a, b)
+}
+
+// unmirror gives round r (mirroring round r-1) round r-1's state, so
+// that it can read on its own.
+func (v *views) unmirror(r int) {
+	v.mirror[r] = false
+	for _, i := range [2]int{viewLevel0, viewLines0} {
+		for k := range 2 {
+			v.lanes[2*(i+r)+k].clone(v.lanes[2*(i+r-1)+k])
+		}
+		v.strip[i+r].clone(&v.strip[i+r-1])
+		v.twin[i+r] = v.twin[i+r-1]
+	}
+	v.lines[r].clone(&v.lines[r-1])
+	v.unesc[r].blocked = false
+}
+
 // plain reads text without plainStop bytes while no transducer holds
-// anything: every view reads it as it is.
+// anything: every view reads it as it is. A round that is quiet, as is
+// the one below it, mirrors it again.
 func (v *views) plain(run []byte, org int64) {
 	v.plus.blocked = false
+	v.active = v.activeLanes(v.active[:0], viewText)
+	v.active = v.activeLanes(v.active, viewPlus)
+	// Mirroring rounds are always the last ones: a round that mirrors
+	// is not fed, so no round after it could be.
+	for r := MaxDecodeLevels - 1; r > 0; r-- {
+		if !v.mirror[r] && (r+1 == MaxDecodeLevels || v.mirror[r+1]) && v.levelQuiet(r) && v.levelQuiet(r-1) {
+			v.mirror[r] = true
+		}
+	}
 	for r := range MaxDecodeLevels {
+		if v.mirror[r] {
+			continue
+		}
 		v.unesc[r].blocked = false
 		v.lines[r].long = false
+		v.active = v.activeLanes(v.active, viewLevel0+r)
+		v.active = v.activeLanes(v.active, viewLines0+r)
 	}
-	if plainRun(v.lanes[:], run, org, &v.hexScratch) {
+	if plainRun(v.active, run, org, &v.hexScratch) {
 		v.hit = true
 	}
 }
@@ -138,20 +210,34 @@ func (v *views) level(r int, c byte, org int64) {
 
 // decoded takes one byte of round r's result.
 func (v *views) decoded(r int, c byte, org int64) {
+	next := r+1 < MaxDecodeLevels
+	if next && v.mirror[r+1] && (c == '\\' || c == '%' || c == '=' || c == '&') {
+		v.unmirror(r + 1) // before round r reads c: the next round starts from here
+	}
 	v.view(viewLevel0+r, c, org)
 	v.linesOut[r] = v.lines[r].push(c, org, v.linesOut[r][:0])
 	for _, x := range v.linesOut[r] {
 		v.view(viewLines0+r, x.c, x.org)
 	}
-	if r+1 < MaxDecodeLevels {
+	if next && !v.mirror[r+1] {
 		v.level(r+1, c, org)
 	}
 }
 
+// isLead reports whether c may start an invisible character.
+func isLead(c byte) bool { return c == 0xE2 || c == 0xEF || c == 0xC2 }
+
 // view takes one byte of view i.
 func (v *views) view(i int, c byte, org int64) {
+	if v.twin[i] && isLead(c) {
+		v.twin[i] = false
+		v.lanes[2*i+1].clone(v.lanes[2*i])
+	}
 	if v.lanes[2*i].push(c, org) {
 		v.hit = true
+	}
+	if v.twin[i] {
+		return
 	}
 	v.stripOut[i] = v.strip[i].push(c, org, v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
@@ -171,6 +257,9 @@ func (v *views) flush() {
 	}
 	v.flushStrip(viewPlus)
 	for r := range MaxDecodeLevels {
+		if v.mirror[r] {
+			continue // reads as round r-1, which is flushed
+		}
 		v.unescOut[r] = v.unesc[r].flush(v.unescOut[r][:0])
 		for _, x := range v.unescOut[r] {
 			v.entsOut[r] = v.ents[r].push(x.c, x.org, v.entsOut[r][:0])
@@ -189,6 +278,9 @@ func (v *views) flush() {
 }
 
 func (v *views) flushStrip(i int) {
+	if v.twin[i] {
+		return // nothing held, nothing removed
+	}
 	v.stripOut[i] = v.strip[i].flush(v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
 		if v.lanes[2*i+1].push(x.c, x.org) {
@@ -201,7 +293,13 @@ func (v *views) flushStrip(i int) {
 // need, or math.MaxInt64.
 func (v *views) held() int64 {
 	h := int64(math.MaxInt64)
-	for _, l := range v.lanes {
+	for i, l := range v.lanes {
+		if r := i/2 - viewLevel0; r >= 0 && v.mirror[r%MaxDecodeLevels] {
+			continue // the same as round r-1's lane
+		}
+		if i%2 == 1 && v.twin[i/2] {
+			continue // the same as the view's first lane
+		}
 		h = min(h, l.held())
 	}
 	hold := func(o int64, ok bool) {
@@ -211,6 +309,9 @@ func (v *views) held() int64 {
 	}
 	hold(v.plus.held())
 	for r := range MaxDecodeLevels {
+		if v.mirror[r] {
+			continue
+		}
 		hold(v.unesc[r].held())
 		hold(v.ents[r].held())
 		if v.holdLines {
@@ -219,7 +320,9 @@ func (v *views) held() int64 {
 	}
 	if v.holdInvisible {
 		for i := range v.strip {
-			hold(v.strip[i].held())
+			if r := i - viewLevel0; r < 0 || !v.mirror[r%MaxDecodeLevels] {
+				hold(v.strip[i].held())
+			}
 		}
 	}
 	return h
