@@ -133,7 +133,11 @@ func TestStopPausedReusedPidUntouched(t *testing.T) {
 // (proc(5)), retrying while other processes take it first.
 func reusePid(t *testing.T, pid int) *exec.Cmd {
 	t.Helper()
-	for range 50 {
+	// Any process that forks between the write and the start takes the
+	// pid (other packages' tests run beside this one), so try until a
+	// generous deadline rather than a count.
+	tries := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); tries++ {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Fatalf("ns_last_pid: %v", err)
 		}
@@ -147,6 +151,6 @@ func reusePid(t *testing.T, pid int) *exec.Cmd {
 		v.Process.Kill()
 		v.Wait()
 	}
-	t.Fatalf("pid %d was not reused in 50 tries", pid)
+	t.Fatalf("pid %d was not reused in %d tries over 30 s", pid, tries)
 	return nil
 }

@@ -68,6 +68,20 @@ type peer struct {
 	cmd    *exec.Cmd
 	stderr *lockedBuf
 	rc     *rpc.Client
+	done   chan struct{} // closed once the process was reaped
+}
+
+// kill kills p with SIGKILL and waits until it was reaped: its socket
+// lock is free then. A loaded machine can take seconds to end a killed
+// process, so the wait is bounded generously and fails loudly.
+func (p *peer) kill(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not end within 60 s of SIGKILL", p.cmd.Path)
+	}
 }
 
 func startPeer(t *testing.T, bin, name, root string, args ...string) *peer {
@@ -80,6 +94,7 @@ func startPeer(t *testing.T, bin, name, root string, args ...string) *peer {
 	}
 	daemons.Store(p.cmd.Process.Pid, true)
 	done := make(chan struct{})
+	p.done = done
 	go func() { p.cmd.Wait(); close(done) }()
 	p.rc = rpc.NewClient(filepath.Join(root, "run", name, "api.sock"), 10*time.Second)
 	t.Cleanup(func() {
@@ -216,10 +231,7 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 // restartEgressd kills egressd and starts a new one (a new epoch).
 func (s *egressStack) restartEgressd(t *testing.T) {
 	t.Helper()
-	s.eg.cmd.Process.Kill()
-	for i := 0; i < 500 && alive(s.eg.cmd.Process.Pid); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.eg.kill(t)
 	s.eg = startPeer(t, "egressd", "egressd", s.root, s.egArgs...)
 	s.egc = egressdapi.NewClient(s.eg.rc)
 }
@@ -399,10 +411,7 @@ func TestEveryInstanceGetsABundle(t *testing.T) {
 	_, err = s.egc.Stats(ctx, in.InstanceID)
 	is.True(wire.HasCode(err, egressdapi.CodeBundleUnknown)) // stop dropped it
 
-	s.eg.cmd.Process.Kill()
-	for i := 0; i < 500 && alive(s.eg.cmd.Process.Pid); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.eg.kill(t)
 	_, err = s.c.Provision(ctx, &api.ProvisionRequest{Command: []string{"sleep", "1000"}, WorkingDir: "/tmp", Start: true})
 	code(t, err, api.CodeCredentialsUnavailable)
 	is.True(strings.Contains(err.Error(), "egress.info: "))

@@ -23,17 +23,36 @@ type report struct {
 }
 
 // judgeRun loads the provider's expected-failure list and compares.
+// expectedPath is the expected-failure list of a codec and host kind,
+// relative to the module.
+func expectedPath(codec, hostKind string) string {
+	return filepath.Join("expected", codec+"-"+hostKind+".txt")
+}
+
+// readExpected reads and parses the expected-failure list of a codec and
+// host kind (fs.ErrNotExist when there is none).
+func readExpected(cfg Config, s *Suite, codec, hostKind string) (Expected, error) {
+	path := expectedPath(codec, hostKind)
+	b, err := os.ReadFile(filepath.Join(cfg.ModDir, path))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := ParseExpected(b, s.Tests)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return exp, nil
+}
+
 func judgeRun(cfg Config, s *Suite, r *Results) (report, error) {
-	rep := report{r: r, list: filepath.Join("expected", r.Codec+"-"+r.HostKind+".txt")}
-	b, err := os.ReadFile(filepath.Join(cfg.ModDir, rep.list))
+	rep := report{r: r, list: expectedPath(r.Codec, r.HostKind)}
+	var err error
+	rep.exp, err = readExpected(cfg, s, r.Codec, r.HostKind)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		rep.missing = true
 	case err != nil:
 		return rep, err
-	}
-	if rep.exp, err = ParseExpected(b, s.Tests); err != nil {
-		return rep, fmt.Errorf("%s: %w", rep.list, err)
 	}
 	rep.cmp = Compare(r.Tests, rep.exp)
 	for _, t := range r.Tests {
@@ -87,7 +106,7 @@ func printSummary(out io.Writer, reps []report, skipped []string) {
 		fmt.Fprintf(tw, "%s\n", s)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "(failed: not on the expected-failure list; zero-check: failures that ran no check; stale: listed but passed)")
+	fmt.Fprintln(out, "(failed: not on the expected-failure list; zero-check: failures that ran no check; stale: listed but passed; a race is neither)")
 	for _, rep := range reps {
 		for _, t := range rep.r.Tests {
 			if t.RetriedAfter != "" && t.Passed { // a flake: a later run decided it
@@ -98,6 +117,14 @@ func printSummary(out io.Writer, reps []report, skipped []string) {
 	}
 	for _, rep := range reps {
 		for _, t := range rep.r.Tests {
+			if t.Race {
+				outcome := "failed"
+				if t.Passed {
+					outcome = "passed"
+				}
+				fmt.Fprintf(out, "  race      %s %-32s %s (not judged) %s\n", rep.r.Provider, t.Name, outcome, rep.exp[t.Name])
+				continue
+			}
 			if t.Passed {
 				continue
 			}

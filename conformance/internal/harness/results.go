@@ -27,8 +27,12 @@ type Results struct {
 
 // TestResult is one validation test against one provider.
 type TestResult struct {
-	Name       string `json:"name"`
-	Passed     bool   `json:"passed"`
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	// Race is set for a test its expected-failure list names as a race
+	// (RacePrefix): its outcome is not judged and capsnap counts it as
+	// failed, whatever Passed says.
+	Race       bool   `json:"race,omitempty"`
 	ZeroCheck  bool   `json:"zero_check,omitempty"`
 	TimedOut   bool   `json:"timed_out,omitempty"`
 	ExitCode   int    `json:"exit_code"`

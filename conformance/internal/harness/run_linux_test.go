@@ -113,9 +113,13 @@ func TestAttemptsUntilDecided(t *testing.T) {
 		{"blind-thrice", seq("blind", "blind", "blind", "good"), 4, true, false, "run 3: no TAP output"},
 		{"blind-always", seq("blind"), maxBlindRuns, false, true, "run 3: no TAP output"},
 		{"flip", seq("bad", "good"), 2, true, false, "run 1: 1 of 1 checks not ok"},
-		{"bad-always", seq("bad"), 2, false, false, "run 1: 1 of 1 checks not ok"},
-		{"none-always", seq("none"), 2, false, true, "zero checks ran"},
-		{"blind-then-bad", seq("blind", "bad"), 3, false, false, "run 2: 1 of 1"},
+		// A test expected to pass is decided by its third failure.
+		{"flip-late", seq("bad", "bad", "good"), 3, true, false, "run 2: 1 of 1 checks not ok"},
+		{"bad-always", seq("bad"), failRunsPass, false, false, "run 2: 1 of 1 checks not ok"},
+		{"none-always", seq("none"), failRunsPass, false, true, "zero checks ran"},
+		{"blind-then-bad", seq("blind", "bad"), 1 + failRunsPass, false, false, "run 2: 1 of 1"},
+		// One the expected-failure list names, by its second.
+		{"listed_bad", seq("bad"), failRunsListed, false, false, "run 1: 1 of 1 checks not ok"},
 		// The evidence of the one run that had any decides, not the blind runs after it.
 		{"bad-then-blind", seq("bad", "blind"), 1 + maxBlindRuns, false, false, "run 4: no TAP output"},
 	}
@@ -127,7 +131,10 @@ func TestAttemptsUntilDecided(t *testing.T) {
 		s.Tests = append(s.Tests, tt.name)
 	}
 	p := &Provider{Name: "runc", Path: "/bin/true", Sh: "/bin/sh", Codec: "runc-1.1", HostKind: "cgroup-hybrid"}
-	r, err := runProvider(context.Background(), Config{Timeout: 20 * time.Second, Parallel: 2}, s, p, filepath.Join(dir, "run"), io.Discard)
+	mod := filepath.Join(dir, "mod")
+	is.NoErr(os.MkdirAll(filepath.Join(mod, "expected"), 0o755))
+	is.NoErr(os.WriteFile(filepath.Join(mod, expectedPath(p.Codec, p.HostKind)), []byte("listed_bad # test: fails here\n"), 0o644))
+	r, err := runProvider(context.Background(), Config{Timeout: 20 * time.Second, Parallel: 2, ModDir: mod}, s, p, filepath.Join(dir, "run"), io.Discard)
 	is.NoErr(err)
 	byName := map[string]TestResult{}
 	for _, tr := range r.Tests {

@@ -108,7 +108,11 @@ func TestAttachStalledStdoutExits125(t *testing.T) {
 	p := startAttach(t, pw, []string{"-root", root}, in.InstanceID)
 	pw.Close()
 	is.Equal(p.wait(t), ExitAttach)
-	is.True(strings.Contains(p.stderr.String(), "hostctl: stream.slow_client: standard output fell 4 MiB behind")) // the code, on stderr
+	// The code, on stderr: hostctl's own word, or its server's when the
+	// relay found hostctl behind first (a loaded machine reads slowly).
+	stderr := p.stderr.String()
+	is.True(strings.Contains(stderr, "hostctl: stream.slow_client: standard output fell 4 MiB behind") ||
+		strings.Contains(stderr, "hostctl: stream.slow_client: client fell behind the output and was dropped"))
 	attachStillWorks(t, root, in.InstanceID, "xyz\r\n")
 }
 
