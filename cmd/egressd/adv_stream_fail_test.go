@@ -1,0 +1,287 @@
+//go:build linux && advfail
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"hostkit.dev/cmd/egressd/internal/egresstest"
+	"hostkit.dev/cmd/egressd/internal/wsframe"
+	"hostkit.dev/lib/api/egressdapi"
+)
+
+// Failing adversarial tests: each shows a defect of the streaming
+// surface that is not fixed yet. Run with -tags advfail.
+
+// TestAdvWSValueSplitAcrossMessages (leak, medium): an upstream that
+// sends the key as two WebSocket messages (as realtime APIs send text
+// deltas, one message each) gets it to the client whole: each message is
+// scrubbed with a fresh scrubber that releases its held-back tail at the
+// message's end, so the client reassembles the key from the two.
+func TestAdvWSValueSplitAcrossMessages(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		p.send(true, wsframe.OpText, []byte("key="+canary[:10]))
+		p.send(true, wsframe.OpText, []byte(canary[10:]))
+		p.send(true, wsframe.OpPing, []byte(canary[:10]))
+		p.send(true, wsframe.OpPing, []byte(canary[10:]))
+		p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+		time.Sleep(200 * time.Millisecond)
+	})
+	c := a.dialWS(t, "/ws")
+	got, _ := c.recvAll(5 * time.Second)
+	is.True(!strings.Contains(got, canary)) // the key, reassembled from two messages (or two pings)
+}
+
+// TestAdvWSEchoAfterBundleDrop (leak, high): a WebSocket relay outlives
+// its bundle. Once the bundle is dropped its values are unregistered
+// from the scrubber, and every later upstream message gets a fresh
+// scrubber without them: an upstream (the credential's destination,
+// which received the key in the handshake) that echoes the key after
+// the drop sends it to the client raw.
+func TestAdvWSEchoAfterBundleDrop(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, _, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				return
+			}
+			p.send(true, wsframe.OpText, []byte("key="+canary))
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(true, wsframe.OpText, []byte("hello")))
+	first, _ := c.recvMessage(t)
+	is.Equal(first, "key=[REDACTED]")
+	err := a.eg.api.BundleDrop(context.Background(), "inv-s")
+	is.NoErr(err)
+	c.send(true, wsframe.OpText, []byte("again"))
+	got, _ := c.recvAll(3 * time.Second)
+	is.True(!strings.Contains(got, canary)) // the raw key after the drop
+}
+
+// TestAdvWSTotalTimeout (resource, medium): -total-timeout bounds "a
+// whole exchange", but a WebSocket relay never looks at it: a busy
+// connection lives on past it for as long as frames move.
+func TestAdvWSTotalTimeout(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, b, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				return
+			}
+			p.send(true, wsframe.OpText, b)
+		}
+	}, "-total-timeout", "2s")
+	c := a.dialWS(t, "/ws")
+	start := time.Now()
+	alive := true
+	for time.Since(start) < 5*time.Second && alive {
+		if c.send(true, wsframe.OpText, []byte("ping")) != nil {
+			break
+		}
+		c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		h, _, err := c.recv()
+		alive = err == nil && h.Opcode != wsframe.OpClose
+		time.Sleep(250 * time.Millisecond)
+	}
+	is.True(time.Since(start) < 4*time.Second) // still relaying well past -total-timeout 2s
+}
+
+// TestAdvWSAuditEndedBy (audit, low): the exchange's idle timer, started
+// when the 101 arrives, is never fed by the relay, so a WebSocket
+// connection busy for longer than -idle-timeout and then closed normally
+// is recorded as ended_by idle_timeout.
+func TestAdvWSAuditEndedBy(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, b, err := p.recv()
+			if err != nil {
+				return
+			}
+			if h.Opcode == wsframe.OpClose {
+				p.send(true, wsframe.OpClose, b)
+				return
+			}
+			p.send(true, wsframe.OpText, b)
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	for start := time.Now(); time.Since(start) < streamIdle+time.Second; time.Sleep(250 * time.Millisecond) {
+		is.NoErr(c.send(true, wsframe.OpText, []byte("busy")))
+		_, _, err := c.recv()
+		is.NoErr(err)
+	}
+	c.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+	c.recvAll(2 * time.Second)
+	c.c.Close()
+	is.True(waitAudit(t, a.eg, `"ended_by":"closed"`))
+	is.True(!strings.Contains(a.eg.auditLog(t), `"ended_by":"idle_timeout"`))
+}
+
+// TestAdvLongStreamsStarveOthers (resource, medium): a streaming answer
+// gives its invocation's request slot back once its header has arrived,
+// and outside a tunnel nothing else per invocation bounds it: one
+// invocation with long streams to a plain-http origin its policy allows
+// takes every one of -proxy-max-conns, and another invocation can no
+// longer reach egressd (503 server.busy). Before answers streamed, a
+// request held its slot to the end (-proxy-max-requests-per-invocation).
+func TestAdvLongStreamsStarveOthers(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quick" {
+			io.WriteString(w, "ok")
+			return
+		}
+		for { // a byte every 500 ms: a long stream, never idle
+			io.WriteString(w, "x")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	f := newLLMFixture(t, "-proxy-max-conns", "6", "-proxy-max-requests-per-invocation", "2", "-proxy-max-tunnels-per-invocation", "2")
+	for _, inv := range []string{"inv-a", "inv-b"} {
+		_, err := f.eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: inv, ProxyToken: strings.Repeat(inv[4:], 43),
+			Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: up.URL}}}})
+		is.NoErr(err)
+	}
+	client := func(inv string) *http.Client {
+		u, _ := url.Parse("http://" + inv + ":" + strings.Repeat(inv[4:], 43) + "@" + f.info.ProxyAddress)
+		return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	}
+	opened := 0
+	for range 6 {
+		resp, err := client("inv-a").Get(up.URL + "/long")
+		if err != nil {
+			t.Logf("inv-a: %v", err)
+			break
+		}
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Logf("inv-a: %d %s", resp.StatusCode, b)
+			resp.Body.Close()
+			break
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		opened++
+	}
+	t.Logf("inv-a holds %d long streams (its request share is 2)", opened)
+	resp, err := client("inv-b").Get(up.URL + "/quick")
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200) // inv-b starved by inv-a's long streams
+	resp.Body.Close()
+}
+
+// TestAdvStreamTrailerAfterDrop (leak, high): a streamed body is scrubbed
+// by a snapshot taken when its header arrived, but its trailer fields are
+// sanitized with the live scrubber: once the bundle is dropped (its
+// values unregistered) mid-stream, the upstream's trailer carries the key
+// to the client raw.
+func TestAdvStreamTrailerAfterDrop(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	release := make(chan struct{})
+	ca := egresstest.NewCA(t)
+	f := &llmFixture{ended: map[string]time.Time{}, auth: map[string]string{}}
+	srv := ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		<-release
+		w.Header().Set("X-Sum", canary)
+	}), "llm.test")
+	f.setup(t, ca, startEgressd, "llm.test", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
+	resp, err := f.get(t, f.client(t), "/t")
+	is.NoErr(err)
+	defer resp.Body.Close()
+	b := make([]byte, 4)
+	_, err = io.ReadFull(resp.Body, b)
+	is.NoErr(err)
+	is.NoErr(f.eg.api.BundleDrop(ctx, "inv-s"))
+	close(release)
+	io.ReadAll(resp.Body)
+	is.True(!strings.Contains(resp.Trailer.Get("X-Sum"), canary)) // the raw key in the trailer
+}
+
+// TestAdvH2ClientNeverReads (resource/audit, medium): an HTTP/2 client
+// inside an intercepted tunnel that opens a stream and never grants it
+// flow-control window holds the stream's handler forever: streamH2
+// blocks in Flush with no write deadline (the HTTP/1.1 path has
+// -idle-timeout), the exchange's idle timer only cancels the upstream,
+// and the after record is never written while the client keeps its
+// connection open.
+func TestAdvH2ClientNeverReads(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t)
+	host := strings.TrimPrefix(f.url, "https://")
+	c, err := net.Dial("tcp", f.info.ProxyAddress)
+	is.NoErr(err)
+	defer c.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("inv-s:" + f.tok))
+	io.WriteString(c, "CONNECT "+host+" HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: Basic "+auth+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200)
+	tc := tls.Client(c, &tls.Config{RootCAs: f.roots(t), ServerName: "llm.test", NextProtos: []string{"h2"}})
+	is.NoErr(tc.Handshake())
+	is.Equal(tc.ConnectionState().NegotiatedProtocol, "h2")
+	io.WriteString(tc, http2.ClientPreface)
+	fr := http2.NewFramer(tc, tc)
+	is.NoErr(fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", host},
+		{":path", "/sse?n=2000&gap=10ms"}, {"authorization", "Bearer " + f.ph}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	is.NoErr(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}))
+	go func() { // read (and ack settings), never a WINDOW_UPDATE
+		for {
+			fm, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := fm.(*http2.SettingsFrame); ok && !s.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		}
+	}()
+	// The upstream is cut after -idle-timeout (2 s) of no progress; the
+	// exchange must then end and be recorded.
+	deadline := time.Now().Add(3*streamIdle + 2*time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(f.eg.auditLog(t), `"status":200`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	is.True(strings.Contains(f.eg.auditLog(t), `"status":200`)) // no after record: the exchange never ended
+}
