@@ -3,12 +3,18 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
 
+	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/wsframe"
 )
 
@@ -71,4 +77,67 @@ func TestAdvWS101HeaderEcho(t *testing.T) {
 	c := a.dialWS(t, "/ws")
 	checkNoCanary(t, c.head)
 	is.True(strings.Contains(c.head, "[REDACTED]"))
+}
+
+// TestAdvWSEchoAfterBundleDrop (leak, high; fixed): a WebSocket relay
+// used to outlive its bundle. Once the bundle is dropped its values are
+// unregistered from the scrubber, and every later upstream message got a
+// fresh scrubber without them: an upstream (the credential's
+// destination, which received the key in the handshake) that echoed the
+// key after the drop sent it to the client raw. The relay now ends with
+// the bundle (ended_by bundle.drop), as an opaque tunnel does.
+func TestAdvWSEchoAfterBundleDrop(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, _, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				return
+			}
+			p.send(true, wsframe.OpText, []byte("key="+canary))
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(true, wsframe.OpText, []byte("hello")))
+	first, _ := c.recvMessage(t)
+	is.Equal(first, "key=[REDACTED]")
+	err := a.eg.api.BundleDrop(context.Background(), "inv-s")
+	is.NoErr(err)
+	c.send(true, wsframe.OpText, []byte("again"))
+	got, _ := c.recvAll(3 * time.Second)
+	is.True(!strings.Contains(got, canary)) // the raw key after the drop
+	is.True(waitAudit(t, a.eg, `"ended_by":"bundle.drop"`))
+}
+
+// TestAdvStreamTrailerAfterDrop (leak, high; fixed): a streamed body is
+// scrubbed by a snapshot taken when its header arrived, but its trailer
+// fields are sanitized with the live scrubber: once the bundle was
+// dropped (its values unregistered) mid-stream, the upstream's trailer
+// carried the key to the client raw. Such an answer now ends without its
+// trailer, cut off (never a clean end).
+func TestAdvStreamTrailerAfterDrop(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	release := make(chan struct{})
+	ca := egresstest.NewCA(t)
+	f := &llmFixture{ended: map[string]time.Time{}, auth: map[string]string{}}
+	srv := ca.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		<-release
+		w.Header().Set("X-Sum", canary)
+	}), "llm.test")
+	f.setup(t, ca, startEgressd, "llm.test", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
+	resp, err := f.get(t, f.client(t), "/t")
+	is.NoErr(err)
+	defer resp.Body.Close()
+	b := make([]byte, 4)
+	_, err = io.ReadFull(resp.Body, b)
+	is.NoErr(err)
+	is.NoErr(f.eg.api.BundleDrop(ctx, "inv-s"))
+	close(release)
+	io.ReadAll(resp.Body)
+	is.True(!strings.Contains(resp.Trailer.Get("X-Sum"), canary)) // the raw key in the trailer
 }

@@ -190,6 +190,12 @@ func (st *Stream) upgraded(want string) error {
 // Count, then Close ends the exchange.
 func (st *Stream) Upgraded() io.ReadWriteCloser { return st.conn }
 
+// Dropped returns a channel closed once the exchange's bundle is dropped:
+// its values are then unregistered from the scrubber, so a relay that
+// scrubs with fresh scrubbers must end (nil, never ready, for a bundle
+// outside the registry).
+func (st *Stream) Dropped() <-chan struct{} { return st.b.Dropped() }
+
 // Count adds bytes relayed over an upgraded connection: out to the
 // upstream (network_egress_bytes), in to the client.
 func (st *Stream) Count(out, in uint64) {

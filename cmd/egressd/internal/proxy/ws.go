@@ -35,6 +35,7 @@ const (
 	wsProtocol   = "protocol"    // a malformed frame: 1002
 	wsTooBig     = "message_cap" // a client message over -max-request-body: 1009
 	wsClientGone = "client_closed"
+	wsDropped    = "bundle.drop" // the bundle was dropped: its values are no longer scrubbed
 )
 
 // websocket relays a WebSocket connection the upstream accepted (101):
@@ -117,6 +118,9 @@ func (r *wsRelay) watchIdle() (stop func()) {
 			select {
 			case <-quit:
 				return
+			case <-r.st.Dropped():
+				r.end(wsDropped, wire.Errorf(egressdapi.CodeBundleUnknown, "the invocation's bundle was dropped"), wsframe.CloseGoingAway)
+				return
 			case <-t.C:
 				r.lastMu.Lock()
 				quiet := time.Since(r.last)
@@ -139,7 +143,7 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 		r.st.End(why, err)
 		if code != 0 {
 			payload := wsframe.ClosePayload(code, "egressd: "+wire.CodeOf(err))
-			r.writeClient(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			r.writeClientFrame(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
 			r.writeUpstream(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
 		}
 		r.up.Close()
@@ -338,6 +342,19 @@ func (r *wsRelay) readFailed(err error, fromClient bool) {
 // writeClient writes one unmasked frame to the client and reports
 // whether it went.
 func (r *wsRelay) writeClient(h wsframe.Header, p []byte) bool {
+	select {
+	case <-r.st.Dropped():
+		// The bundle's values were unregistered: p may have been scrubbed
+		// without them (the watch ends the relay).
+		return false
+	default:
+	}
+	return r.writeClientFrame(h, p)
+}
+
+// writeClientFrame is writeClient without the drop check (end's close
+// frame, whose payload is egressd's own).
+func (r *wsRelay) writeClientFrame(h wsframe.Header, p []byte) bool {
 	r.clMu.Lock()
 	defer r.clMu.Unlock()
 	h.Length = int64(len(p))
