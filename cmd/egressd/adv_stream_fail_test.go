@@ -48,69 +48,6 @@ func TestAdvWSValueSplitAcrossMessages(t *testing.T) {
 	is.True(!strings.Contains(got, canary)) // the key, reassembled from two messages (or two pings)
 }
 
-// TestAdvWSTotalTimeout (resource, medium): -total-timeout bounds "a
-// whole exchange", but a WebSocket relay never looks at it: a busy
-// connection lives on past it for as long as frames move.
-func TestAdvWSTotalTimeout(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	a := newAdvWS(t, func(p *wsPeer) {
-		for {
-			h, b, err := p.recv()
-			if err != nil || h.Opcode == wsframe.OpClose {
-				return
-			}
-			p.send(true, wsframe.OpText, b)
-		}
-	}, "-total-timeout", "2s")
-	c := a.dialWS(t, "/ws")
-	start := time.Now()
-	alive := true
-	for time.Since(start) < 5*time.Second && alive {
-		if c.send(true, wsframe.OpText, []byte("ping")) != nil {
-			break
-		}
-		c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		h, _, err := c.recv()
-		alive = err == nil && h.Opcode != wsframe.OpClose
-		time.Sleep(250 * time.Millisecond)
-	}
-	is.True(time.Since(start) < 4*time.Second) // still relaying well past -total-timeout 2s
-}
-
-// TestAdvWSAuditEndedBy (audit, low): the exchange's idle timer, started
-// when the 101 arrives, is never fed by the relay, so a WebSocket
-// connection busy for longer than -idle-timeout and then closed normally
-// is recorded as ended_by idle_timeout.
-func TestAdvWSAuditEndedBy(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	a := newAdvWS(t, func(p *wsPeer) {
-		for {
-			h, b, err := p.recv()
-			if err != nil {
-				return
-			}
-			if h.Opcode == wsframe.OpClose {
-				p.send(true, wsframe.OpClose, b)
-				return
-			}
-			p.send(true, wsframe.OpText, b)
-		}
-	})
-	c := a.dialWS(t, "/ws")
-	for start := time.Now(); time.Since(start) < streamIdle+time.Second; time.Sleep(250 * time.Millisecond) {
-		is.NoErr(c.send(true, wsframe.OpText, []byte("busy")))
-		_, _, err := c.recv()
-		is.NoErr(err)
-	}
-	c.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
-	c.recvAll(2 * time.Second)
-	c.c.Close()
-	is.True(waitAudit(t, a.eg, `"ended_by":"closed"`))
-	is.True(!strings.Contains(a.eg.auditLog(t), `"ended_by":"idle_timeout"`))
-}
-
 // TestAdvLongStreamsStarveOthers (resource, medium): a streaming answer
 // gives its invocation's request slot back once its header has arrived,
 // and outside a tunnel nothing else per invocation bounds it: one

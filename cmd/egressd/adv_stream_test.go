@@ -141,3 +141,92 @@ func TestAdvStreamTrailerAfterDrop(t *testing.T) {
 	io.ReadAll(resp.Body)
 	is.True(!strings.Contains(resp.Trailer.Get("X-Sum"), canary)) // the raw key in the trailer
 }
+
+// TestAdvWSTotalTimeout (resource, medium; fixed): -total-timeout bounds
+// "a whole exchange", but a WebSocket relay never looked at it: a busy
+// connection lived on past it for as long as frames moved. The relay now
+// ends with the exchange (1001, ended_by total_timeout).
+func TestAdvWSTotalTimeout(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, b, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				return
+			}
+			p.send(true, wsframe.OpText, b)
+		}
+	}, "-total-timeout", "2s")
+	c := a.dialWS(t, "/ws")
+	start := time.Now()
+	alive := true
+	for time.Since(start) < 5*time.Second && alive {
+		if c.send(true, wsframe.OpText, []byte("ping")) != nil {
+			break
+		}
+		c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		h, _, err := c.recv()
+		alive = err == nil && h.Opcode != wsframe.OpClose
+		time.Sleep(250 * time.Millisecond)
+	}
+	is.True(time.Since(start) < 4*time.Second) // still relaying well past -total-timeout 2s
+	is.True(waitAudit(t, a.eg, `"ended_by":"total_timeout"`))
+}
+
+// TestAdvWSAuditEndedBy (audit, low; fixed): the exchange's idle timer,
+// started when the 101 arrived, was never fed by the relay, so a
+// WebSocket connection busy for longer than -idle-timeout and then closed
+// normally was recorded as ended_by idle_timeout. The relay keeps its own
+// idle watch; the exchange's timer is no longer started for it.
+func TestAdvWSAuditEndedBy(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, b, err := p.recv()
+			if err != nil {
+				return
+			}
+			if h.Opcode == wsframe.OpClose {
+				p.send(true, wsframe.OpClose, b)
+				return
+			}
+			p.send(true, wsframe.OpText, b)
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	for start := time.Now(); time.Since(start) < streamIdle+time.Second; time.Sleep(250 * time.Millisecond) {
+		is.NoErr(c.send(true, wsframe.OpText, []byte("busy")))
+		_, _, err := c.recv()
+		is.NoErr(err)
+	}
+	c.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+	c.recvAll(2 * time.Second)
+	c.c.Close()
+	is.True(waitAudit(t, a.eg, `"ended_by":"closed"`))
+	is.True(!strings.Contains(a.eg.auditLog(t), `"ended_by":"idle_timeout"`))
+}
+
+// TestAdvWSShutdown: egressd stopping mid-relay ends the WebSocket
+// connection (closed, or 1001) and writes the after record before it
+// exits.
+func TestAdvWSShutdown(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) { p.recvAll(10 * time.Second) })
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(true, wsframe.OpText, []byte("hello")))
+	time.Sleep(100 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- a.eg.stop() }()
+	_, code := c.recvAll(5 * time.Second)
+	is.True(code == 0 || code == wsframe.CloseGoingAway)
+	select {
+	case err := <-done:
+		is.NoErr(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("egressd did not stop with a WebSocket relay open")
+	}
+	is.True(strings.Contains(a.eg.auditLog(t), `"status":101`)) // the after record
+}

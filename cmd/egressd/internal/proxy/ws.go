@@ -35,6 +35,8 @@ const (
 	wsProtocol   = "protocol"    // a malformed frame: 1002
 	wsTooBig     = "message_cap" // a client message over -max-request-body: 1009
 	wsClientGone = "client_closed"
+	wsTotal      = "total_timeout"
+	wsStopping   = "shutting_down"
 	wsDropped    = "bundle.drop" // the bundle was dropped: its values are no longer scrubbed
 )
 
@@ -117,6 +119,13 @@ func (r *wsRelay) watchIdle() (stop func()) {
 		for {
 			select {
 			case <-quit:
+				return
+			case <-r.st.Done():
+				if r.st.EndedBy() == wsTotal {
+					r.end(wsTotal, wire.Errorf(egressdapi.CodeTimeout, "the exchange took longer than the total timeout"), wsframe.CloseGoingAway)
+				} else {
+					r.end(wsStopping, wire.Errorf(wire.CodeServerShuttingDown, "egressd is stopping"), wsframe.CloseGoingAway)
+				}
 				return
 			case <-r.st.Dropped():
 				r.end(wsDropped, wire.Errorf(egressdapi.CodeBundleUnknown, "the invocation's bundle was dropped"), wsframe.CloseGoingAway)
