@@ -3,7 +3,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/wsframe"
@@ -229,4 +235,57 @@ func TestAdvWSShutdown(t *testing.T) {
 		t.Fatal("egressd did not stop with a WebSocket relay open")
 	}
 	is.True(strings.Contains(a.eg.auditLog(t), `"status":101`)) // the after record
+}
+
+// TestAdvH2ClientNeverReads (resource/audit, medium; fixed): an HTTP/2
+// client inside an intercepted tunnel that opens a stream and never
+// grants it flow-control window held the stream's handler forever:
+// streamH2 blocked in Flush with no write deadline (the HTTP/1.1 path has
+// -idle-timeout), the exchange's idle timer only cancelled the upstream,
+// and the after record was never written while the client kept its
+// connection open. Each piece now has -idle-timeout to be written.
+func TestAdvH2ClientNeverReads(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t)
+	host := strings.TrimPrefix(f.url, "https://")
+	c, err := net.Dial("tcp", f.info.ProxyAddress)
+	is.NoErr(err)
+	defer c.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("inv-s:" + f.tok))
+	io.WriteString(c, "CONNECT "+host+" HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: Basic "+auth+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200)
+	tc := tls.Client(c, &tls.Config{RootCAs: f.roots(t), ServerName: "llm.test", NextProtos: []string{"h2"}})
+	is.NoErr(tc.Handshake())
+	is.Equal(tc.ConnectionState().NegotiatedProtocol, "h2")
+	io.WriteString(tc, http2.ClientPreface)
+	fr := http2.NewFramer(tc, tc)
+	is.NoErr(fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", host},
+		{":path", "/sse?n=2000&gap=10ms"}, {"authorization", "Bearer " + f.ph}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	is.NoErr(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}))
+	go func() { // read (and ack settings), never a WINDOW_UPDATE
+		for {
+			fm, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := fm.(*http2.SettingsFrame); ok && !s.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		}
+	}()
+	// The upstream is cut after -idle-timeout (2 s) of no progress; the
+	// exchange must then end and be recorded.
+	deadline := time.Now().Add(3*streamIdle + 2*time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(f.eg.auditLog(t), `"status":200`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	is.True(strings.Contains(f.eg.auditLog(t), `"status":200`)) // no after record: the exchange never ended
 }
