@@ -289,3 +289,32 @@ func TestAdvH2ClientNeverReads(t *testing.T) {
 	}
 	is.True(strings.Contains(f.eg.auditLog(t), `"status":200`)) // no after record: the exchange never ended
 }
+
+// TestAdvWSUpstreamNeverReads (hang/resource, high; fixed): an upstream
+// that accepts the handshake and then reads nothing, while the client
+// sends more than the socket buffers hold, left the client-side relay
+// blocked in its write to the upstream, holding the write lock. The
+// idle watch then ended the relay, but end waited for that lock to send
+// the upstream its close frame, so the upstream was never closed, the
+// write never failed, the message's buffer budget was never given back
+// and the after record never written: the relay hung for as long as the
+// upstream kept its connection, even after the client left.
+func TestAdvWSUpstreamNeverReads(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) { time.Sleep(30 * time.Second) })
+	c := a.dialWS(t, "/ws")
+	big := make([]byte, 8<<20)
+	go func() {
+		for range 4 {
+			if c.send(true, wsframe.OpBinary, big) != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(3*streamIdle + 3*time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(a.eg.auditLog(t), `"status":101`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	is.True(strings.Contains(a.eg.auditLog(t), `"status":101`)) // no after record: the relay hangs
+}

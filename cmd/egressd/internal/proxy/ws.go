@@ -144,6 +144,10 @@ func (r *wsRelay) watchIdle() (stop func()) {
 	return func() { close(quit) }
 }
 
+// upCloseGrace is how long end waits to send the upstream its close
+// frame before it closes the connection anyway.
+const upCloseGrace = time.Second
+
 // end closes both sides, once: a close frame with code to each (the
 // upstream's masked, as a client's must be), then the connections, and
 // records why.
@@ -153,7 +157,21 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 		if code != 0 {
 			payload := wsframe.ClosePayload(code, "egressd: "+wire.CodeOf(err))
 			r.writeClientFrame(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
-			r.writeUpstream(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			// The upstream's close frame waits for a write in progress
+			// (which has no deadline: an upstream that reads nothing
+			// blocks it) at most upCloseGrace; closing the upstream then
+			// fails both writes.
+			sent := make(chan struct{})
+			go func() {
+				defer close(sent)
+				r.writeUpstream(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			}()
+			t := time.NewTimer(upCloseGrace)
+			select {
+			case <-sent:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		r.up.Close()
 		r.c.c.Close()
