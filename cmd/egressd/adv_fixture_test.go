@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha1"
 	"crypto/tls"
 	"encoding/base64"
@@ -15,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/wsframe"
@@ -202,4 +206,78 @@ func (p *wsPeer) recvMessage(t *testing.T) (string, byte) {
 			return b.String(), op
 		}
 	}
+}
+
+// h2Dial opens an intercepted tunnel to f's upstream as inv-s and speaks
+// HTTP/2 in it by hand: the preface and an empty SETTINGS are sent.
+func (f *llmFixture) h2Dial(t *testing.T) (*http2.Framer, string) {
+	t.Helper()
+	host := strings.TrimPrefix(f.url, "https://")
+	c, err := net.Dial("tcp", f.info.ProxyAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	auth := base64.StdEncoding.EncodeToString([]byte("inv-s:" + f.tok))
+	io.WriteString(c, "CONNECT "+host+" HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: Basic "+auth+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{RootCAs: f.roots(t), ServerName: strings.Split(host, ":")[0], NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Fatalf("TLS: %v %q", err, tc.ConnectionState().NegotiatedProtocol)
+	}
+	io.WriteString(tc, http2.ClientPreface)
+	fr := http2.NewFramer(tc, tc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return fr, host
+}
+
+// h2Headers sends a HEADERS frame of fields (name, value pairs in order)
+// on stream id.
+func h2Headers(t *testing.T, fr *http2.Framer, id uint32, endStream bool, fields ...string) {
+	t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := 0; i+1 < len(fields); i += 2 {
+		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// h2Outcome reads frames until stream id gets its response header (its
+// :status) or is reset ("rst:" and the code), or the connection ends
+// ("goaway"/"eof"), within d.
+func h2Outcome(t *testing.T, fr *http2.Framer, id uint32, d time.Duration) string {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			return "eof"
+		}
+		switch fm := fm.(type) {
+		case *http2.SettingsFrame:
+			if !fm.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if fm.StreamID == id {
+				return fm.PseudoValue("status")
+			}
+		case *http2.RSTStreamFrame:
+			if fm.StreamID == id {
+				return "rst:" + fm.ErrCode.String()
+			}
+		case *http2.GoAwayFrame:
+			return "goaway:" + fm.ErrCode.String()
+		}
+	}
+	return "timeout"
 }

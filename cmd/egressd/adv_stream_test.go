@@ -318,3 +318,74 @@ func TestAdvWSUpstreamNeverReads(t *testing.T) {
 	}
 	is.True(strings.Contains(a.eg.auditLog(t), `"status":101`)) // no after record: the relay hangs
 }
+
+// TestAdvH2Smuggling: HTTP/2 streams inside an intercepted tunnel that
+// try to reach another host or to frame a request two ways never reach
+// the upstream: an :authority of another host (421), a Host field that
+// differs from the :authority, a Content-Length the DATA frames do not
+// match, and connection-specific fields (RFC 9113 section 8.2.2).
+func TestAdvH2Smuggling(t *testing.T) {
+	t.Parallel()
+	f := newLLMFixture(t)
+	key := "Bearer " + "PH"
+	for i, tc := range []struct {
+		name   string
+		fields func(host, path string) []string
+		data   string // sent in one DATA frame with END_STREAM, when not ""
+	}{
+		{"authority other host", func(host, path string) []string {
+			return []string{":method", "GET", ":scheme", "https", ":authority", "evil.test", ":path", path, "authorization", key}
+		}, ""},
+		{"authority other port", func(host, path string) []string {
+			return []string{":method", "GET", ":scheme", "https", ":authority", "llm.test:1", ":path", path, "authorization", key}
+		}, ""},
+		{"host field differs", func(host, path string) []string {
+			return []string{":method", "GET", ":scheme", "https", ":authority", host, ":path", path, "host", "evil.test", "authorization", key}
+		}, ""},
+		{"no authority, host other", func(host, path string) []string {
+			return []string{":method", "GET", ":scheme", "https", ":path", path, "host", "evil.test", "authorization", key}
+		}, ""},
+		{"content-length above data", func(host, path string) []string {
+			return []string{":method", "POST", ":scheme", "https", ":authority", host, ":path", path, "content-length", "50", "authorization", key}
+		}, "short"},
+		{"content-length below data", func(host, path string) []string {
+			return []string{":method", "POST", ":scheme", "https", ":authority", host, ":path", path, "content-length", "2", "authorization", key}
+		}, "longer than two"},
+		{"transfer-encoding", func(host, path string) []string {
+			return []string{":method", "POST", ":scheme", "https", ":authority", host, ":path", path, "transfer-encoding", "chunked", "authorization", key}
+		}, "5\r\nhello\r\n0\r\n\r\n"},
+		{"connection field", func(host, path string) []string {
+			return []string{":method", "GET", ":scheme", "https", ":authority", host, ":path", path, "connection", "keep-alive", "authorization", key}
+		}, ""},
+		{"CONNECT method", func(host, path string) []string {
+			return []string{":method", "CONNECT", ":authority", "evil.test:443"}
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			fr, host := f.h2Dial(t)
+			path := "/smuggle-" + strconv.Itoa(i)
+			fields := tc.fields(host, path)
+			for j := range fields {
+				if fields[j] == key {
+					fields[j] = "Bearer " + f.ph
+				}
+			}
+			h2Headers(t, fr, 1, tc.data == "", fields...)
+			if tc.data != "" {
+				fr.WriteData(1, true, []byte(tc.data))
+			}
+			got := h2Outcome(t, fr, 1, 5*time.Second)
+			t.Logf("%s: %s", tc.name, got)
+			is.True(!strings.HasPrefix(got, "2")) // answered by the upstream
+			time.Sleep(50 * time.Millisecond)
+			is.Equal(f.seen(path), "") // reached the upstream
+		})
+	}
+	// The control: a plain stream reaches the upstream with the key.
+	is := is.New(t)
+	fr, host := f.h2Dial(t)
+	h2Headers(t, fr, 1, true, ":method", "GET", ":scheme", "https", ":authority", host, ":path", "/control", "authorization", "Bearer "+f.ph)
+	is.Equal(h2Outcome(t, fr, 1, 5*time.Second), "200")
+	is.Equal(f.seen("/control"), "Bearer "+canary)
+}
