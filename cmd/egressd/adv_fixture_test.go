@@ -281,3 +281,23 @@ func h2Outcome(t *testing.T, fr *http2.Framer, id uint32, d time.Duration) strin
 	}
 	return "timeout"
 }
+
+// newAdvHTTP is secretd and egressd in front of h, an HTTPS upstream
+// (llm.test) whose credential is inv-s's key.
+func newAdvHTTP(t *testing.T, h http.HandlerFunc, args ...string) *llmFixture {
+	t.Helper()
+	ca := egresstest.NewCA(t)
+	f := &llmFixture{ended: map[string]time.Time{}, auth: map[string]string{}}
+	srv := ca.TLSServer(t, h, "llm.test")
+	srv.EnableHTTP2 = true
+	f.setup(t, ca, startEgressd, "llm.test", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port), args...)
+	return f
+}
+
+// h2client is f.client speaking HTTP/2 inside the tunnel.
+func (f *llmFixture) h2client(t *testing.T) *http.Client {
+	t.Helper()
+	c := f.client(t)
+	c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	return c
+}

@@ -5,12 +5,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"testing"
@@ -388,4 +392,105 @@ func TestAdvH2Smuggling(t *testing.T) {
 	h2Headers(t, fr, 1, true, ":method", "GET", ":scheme", "https", ":authority", host, ":path", "/control", "authorization", "Bearer "+f.ph)
 	is.Equal(h2Outcome(t, fr, 1, 5*time.Second), "200")
 	is.Equal(f.seen("/control"), "Bearer "+canary)
+}
+
+// advEchoes is an upstream that echoes the key where a streamed answer
+// could carry it past the scrubber: in a 103 (Early Hints) answer's
+// fields, in a gzip body whose flushes split it, in a trailer.
+func advEchoes(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+canary {
+		http.Error(w, "bad key", http.StatusUnauthorized)
+		return
+	}
+	fl := w.(http.Flusher)
+	switch r.URL.Path {
+	case "/early":
+		w.Header().Set("Link", "<https://x.test/"+canary+">; rel=preload")
+		w.Header().Set("X-Esc", uEscape(canary))
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Del("X-Esc")
+		io.WriteString(w, "ok")
+	case "/gzip":
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		for _, piece := range []string{"a=" + canary[:5], canary[5:12], canary[12:] + "\n", "b=" + base64.StdEncoding.EncodeToString([]byte(canary))[:9]} {
+			io.WriteString(zw, piece)
+			zw.Flush()
+			fl.Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+		io.WriteString(zw, base64.StdEncoding.EncodeToString([]byte(canary))[9:]+"\n")
+		zw.Close()
+	case "/gzip-late-escape":
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, "fine\n")
+		zw.Flush()
+		fl.Flush()
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(zw, uEscape(canary))
+		zw.Close()
+	case "/trailer-raw":
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "body")
+		fl.Flush()
+		w.Header().Set("X-Sum", "k="+canary)
+	}
+}
+
+// TestAdvStreamEchoShapes: a 1xx answer's fields never reach the client
+// raw; a gzip body that splits the key (raw and base64) over its
+// flushes arrives scrubbed; a late escaped echo in a gzip body cuts the
+// answer off; a raw key in a trailer arrives scrubbed; over HTTP/1.1 and
+// HTTP/2 inside the tunnel.
+func TestAdvStreamEchoShapes(t *testing.T) {
+	t.Parallel()
+	f := newAdvHTTP(t, advEchoes)
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			is := is.New(t)
+			c := f.client(t)
+			if proto == "h2" {
+				c = f.h2client(t)
+			}
+			var early []string
+			get := func(path string) (*http.Response, string, error) {
+				req, _ := http.NewRequest("GET", f.url+path, nil)
+				req.Header.Set("Authorization", "Bearer "+f.ph)
+				req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+					Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+						early = append(early, fmt.Sprint(code, h))
+						return nil
+					}}))
+				resp, err := c.Do(req)
+				if err != nil {
+					return nil, "", err
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				return resp, string(b), err
+			}
+			resp, body, err := get("/early")
+			is.NoErr(err)
+			is.Equal(resp.ProtoMajor, map[string]int{"h1": 1, "h2": 2}[proto])
+			is.Equal(body, "ok")
+			checkNoCanary(t, strings.Join(early, "\n")+fmt.Sprint(resp.Header))
+
+			_, body, err = get("/gzip")
+			is.NoErr(err)
+			checkNoCanary(t, body)
+			is.True(!strings.Contains(body, base64.StdEncoding.EncodeToString([]byte(canary))))
+			is.Equal(strings.Count(body, "[REDACTED]"), 2)
+
+			_, body, err = get("/gzip-late-escape")
+			is.True(err != nil) // cut off, never a clean end
+			checkNoCanary(t, body)
+
+			resp, body, err = get("/trailer-raw")
+			is.NoErr(err)
+			is.Equal(body, "body")
+			is.Equal(resp.Trailer.Get("X-Sum"), "k=[REDACTED]")
+		})
+	}
 }
