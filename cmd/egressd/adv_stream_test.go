@@ -494,3 +494,40 @@ func TestAdvStreamEchoShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestAdvWSControlFramesCounted (accounting, medium; fixed): the payloads
+// of the client's control frames (ping, pong, close) reach the upstream
+// but were never counted: network_egress_bytes and the after record's
+// bytes_out missed them, so pings of 125 bytes each were an uncounted
+// channel to the upstream.
+func TestAdvWSControlFramesCounted(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	got := make(chan int, 1)
+	a := newAdvWS(t, func(p *wsPeer) {
+		n := 0
+		for {
+			h, b, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				got <- n
+				return
+			}
+			n += len(b)
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	stats := func() uint64 {
+		s, err := a.eg.api.Stats(context.Background(), "inv-s")
+		is.NoErr(err)
+		return s.Invocations[0].NetworkEgressBytes
+	}
+	before := stats()
+	ping := []byte(strings.Repeat("p", wsframe.MaxControlPayload))
+	for range 100 {
+		is.NoErr(c.send(true, wsframe.OpPing, ping))
+	}
+	is.NoErr(c.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, "")))
+	is.Equal(<-got, 100*len(ping)) // what reached the upstream
+	c.recvAll(2 * time.Second)
+	is.True(stats()-before >= uint64(100*len(ping))) // counted
+}

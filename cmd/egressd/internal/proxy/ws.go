@@ -211,7 +211,10 @@ func (r *wsRelay) fromClient() {
 				r.end(wsPolicy, err, wsframe.ClosePolicy)
 				return
 			}
-			r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, p)
+			if !r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, p) {
+				return
+			}
+			r.st.Count(uint64(len(p)), 0) // a channel to the upstream like any message
 			if h.Opcode == wsframe.OpClose {
 				r.st.End(wsClosed, nil)
 			}
