@@ -531,3 +531,32 @@ func TestAdvWSControlFramesCounted(t *testing.T) {
 	c.recvAll(2 * time.Second)
 	is.True(stats()-before >= uint64(100*len(ping))) // counted
 }
+
+// TestAdvWSEmptyFramesBounded (resource, high; fixed): a client message
+// made of empty continuation frames grew the relay's per-frame
+// bookkeeping (two slices, 24 bytes a frame for 6 bytes sent) without
+// bound: the message's size stayed 0, so neither -max-request-body nor
+// the buffer budget ever saw it, and every frame fed the idle watch. One
+// agent could make egressd's memory grow until it was killed (measured:
+// ~17 MiB of heap for 2.4 MB sent, under a 1 MiB message cap). Each frame
+// now counts against both as frameCost bytes.
+func TestAdvWSEmptyFramesBounded(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) { p.recvAll(20 * time.Second) }, "-max-request-body", "1048576")
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(false, wsframe.OpText, nil))
+	empty := wsframe.AppendHeader(nil, wsframe.Header{Opcode: wsframe.OpContinuation, Masked: true})
+	batch := bytes.Repeat(empty, 10000)
+	sent := 0
+	for range 40 { // 400,000 frames, 2.4 MB: a 1 MiB message's worth of frames many times over
+		c.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.c.Write(batch); err != nil {
+			break
+		}
+		sent += 10000
+	}
+	t.Logf("sent %d empty frames", sent)
+	_, code := c.recvAll(streamIdle / 2)
+	is.Equal(code, uint16(wsframe.CloseTooBig)) // the relay keeps taking empty frames
+}

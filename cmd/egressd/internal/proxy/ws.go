@@ -178,6 +178,11 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 	})
 }
 
+// frameCost is what one frame of a client message held whole costs
+// beyond its payload (its header and length kept until the message is
+// forwarded), in bytes counted against -max-request-body and the budget.
+const frameCost = 32
+
 // fromClient relays client frames: data messages held whole and scanned,
 // control frames scanned one by one.
 func (r *wsRelay) fromClient() {
@@ -224,15 +229,17 @@ func (r *wsRelay) fromClient() {
 			r.end(wsProtocol, wire.Errorf(egressdapi.CodeInvalidRequest, "a continuation frame out of place"), wsframe.CloseProtocolError)
 			return
 		}
-		if int64(len(msg))+h.Length > limit {
+		// Each frame also costs its bookkeeping (frames, lens): counted
+		// as frameCost bytes, so a message of empty frames is bounded too.
+		if int64(len(msg))+h.Length+int64(len(frames)+1)*frameCost > limit {
 			r.end(wsTooBig, wire.Errorf(egressdapi.CodeTooLarge, "a WebSocket message is larger than %d bytes", limit), wsframe.CloseTooBig)
 			return
 		}
-		if !r.c.s.budget.take(int(h.Length)) {
+		if !r.c.s.budget.take(int(h.Length) + frameCost) {
 			r.end(wsTooBig, errBudget(r.c.s.cfg.BufferBudget), wsframe.CloseTooBig)
 			return
 		}
-		held += int(h.Length)
+		held += int(h.Length) + frameCost
 		start := len(msg)
 		msg = append(msg, make([]byte, h.Length)...)
 		if _, err := io.ReadFull(r.c.br, msg[start:]); err != nil {
