@@ -560,3 +560,36 @@ func TestAdvWSEmptyFramesBounded(t *testing.T) {
 	_, code := c.recvAll(streamIdle / 2)
 	is.Equal(code, uint16(wsframe.CloseTooBig)) // the relay keeps taking empty frames
 }
+
+// TestAdvH2StalledBody (resource, high; fixed): an HTTP/2 stream inside a
+// tunnel that announces a large body and sends none of it held its
+// budget share and its invocation's request slot forever: the HTTP/1.1
+// path gives a body -idle-timeout between reads (408), the HTTP/2 path
+// read without any deadline, and the h2 server's own idle timeout does
+// not run while a stream is open. A few such streams spent the
+// daemon-wide -buffer-budget, and every invocation's requests with a
+// body got 503 server.busy for as long as the client kept them.
+func TestAdvH2StalledBody(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newLLMFixture(t, "-buffer-budget", "2097152", "-max-request-body", "1048576")
+	fr, host := f.h2Dial(t)
+	for _, id := range []uint32{1, 3} {
+		h2Headers(t, fr, id, false, ":method", "POST", ":scheme", "https", ":authority", host, ":path", "/stall",
+			"content-length", "1048576", "authorization", "Bearer "+f.ph)
+	}
+	outcome := make(chan string, 1)
+	go func() { outcome <- h2Outcome(t, fr, 3, 3*streamIdle) }()
+	time.Sleep(500 * time.Millisecond)
+	post := func() int {
+		req, _ := http.NewRequest("POST", f.url+"/small", strings.NewReader("hello"))
+		req.Header.Set("Authorization", "Bearer "+f.ph)
+		resp, err := f.client(t).Do(req)
+		is.NoErr(err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	t.Logf("while stalled: %d", post())
+	t.Logf("stalled stream: %s", <-outcome)
+	is.Equal(post(), 200) // the budget is still held by the stalled streams
+}

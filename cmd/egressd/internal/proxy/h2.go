@@ -68,7 +68,12 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	defer giveSlot()
-	body, held, err := c.s.readBody(req, nil, nil) // net/http2 sends 100 (Continue) on the first read
+	// The body keeps arriving or the stream ends: -idle-timeout between
+	// reads, as for HTTP/1.1 (the h2 server's idle timeout does not run
+	// while a stream is open).
+	rc := http.NewResponseController(w)
+	progress := func() { _ = rc.SetReadDeadline(time.Now().Add(c.s.cfg.ExchangeIdle)) }
+	body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
 	defer c.s.budget.give(held)
 	if err != nil {
 		refuse(err)
