@@ -139,6 +139,15 @@ func (st *Stream) sanitizeTrailer() error {
 	if err != nil {
 		return errEcho()
 	}
+	// The body is scrubbed with the values held when its header arrived,
+	// fields with those held now: once the bundle was dropped (checked
+	// after the scrub, since its values are unregistered after Dropped
+	// is closed) the trailer may have been scrubbed without them.
+	select {
+	case <-st.b.Dropped():
+		return wire.Errorf(egressdapi.CodeBundleUnknown, "the invocation's bundle was dropped during the answer; its trailer is not passed on")
+	default:
+	}
 	st.trailer = out
 	return nil
 }

@@ -158,7 +158,7 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 	}
 	st.sc = p.NewScrubber()
 	st.buf = make([]byte, streamBuf)
-	if p.cfg.IdleTimeout > 0 {
+	if p.cfg.IdleTimeout > 0 && st.conn == nil { // a relay over an upgraded connection keeps its own
 		st.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { st.end(endIdle) })
 	}
 	return st, nil
@@ -189,6 +189,23 @@ func (st *Stream) upgraded(want string) error {
 // other): the caller relays frames over it and reports what passed with
 // Count, then Close ends the exchange.
 func (st *Stream) Upgraded() io.ReadWriteCloser { return st.conn }
+
+// Dropped returns a channel closed once the exchange's bundle is dropped:
+// its values are then unregistered from the scrubber, so a relay that
+// scrubs with fresh scrubbers must end (nil, never ready, for a bundle
+// outside the registry).
+func (st *Stream) Dropped() <-chan struct{} { return st.b.Dropped() }
+
+// Done returns a channel closed when the exchange is ended on egressd's
+// side (the total timeout, egressd stopping, Close): a relay over an
+// upgraded connection must end then. EndedBy says why, when known.
+func (st *Stream) Done() <-chan struct{} { return st.ctx.Done() }
+
+// EndedBy returns what ended the exchange early ("" when nothing has).
+func (st *Stream) EndedBy() string {
+	why, _ := st.why.Load().(string)
+	return why
+}
 
 // Count adds bytes relayed over an upgraded connection: out to the
 // upstream (network_egress_bytes), in to the client.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -24,6 +25,7 @@ func (c *conn) serveH2() {
 		MaxConcurrentStreams: uint32(c.s.cfg.MaxRequestsPerInvocation),
 		IdleTimeout:          c.s.cfg.IdleTimeout,
 		MaxReadFrameSize:     1 << 20,
+		WriteByteTimeout:     c.s.cfg.ExchangeIdle, // a client that reads nothing at all
 	}
 	srv.ServeConn(c.c, &http2.ServeConnOpts{Context: c.s.ctx, Handler: http.HandlerFunc(c.serveStream),
 		BaseConfig: &http.Server{MaxHeaderBytes: c.s.cfg.MaxHeaderBytes}})
@@ -66,7 +68,12 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	defer giveSlot()
-	body, held, err := c.s.readBody(req, nil, nil) // net/http2 sends 100 (Continue) on the first read
+	// The body keeps arriving or the stream ends: -idle-timeout between
+	// reads, as for HTTP/1.1 (the h2 server's idle timeout does not run
+	// while a stream is open).
+	rc := http.NewResponseController(w)
+	progress := func() { _ = rc.SetReadDeadline(time.Now().Add(c.s.cfg.ExchangeIdle)) }
+	body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
 	defer c.s.budget.give(held)
 	if err != nil {
 		refuse(err)
@@ -96,7 +103,7 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer st.Close()
-	streamH2(w, req, st)
+	streamH2(w, req, st, c.s.cfg.ExchangeIdle)
 }
 
 // streamH2 writes a streamed answer to an HTTP/2 stream: the head with
@@ -104,8 +111,10 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 // refused whole), each piece flushed as it is released, trailers after
 // the body; an answer cut off later resets the stream (RST_STREAM,
 // never END_STREAM: http.ErrAbortHandler), so the client sees an
-// incomplete body.
-func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream) {
+// incomplete body. Each piece must be written within idle: a client that
+// grants the stream no flow-control window resets it then, as a client
+// that stops reading ends an HTTP/1.1 answer.
+func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream, idle time.Duration) {
 	buf := make([]byte, 32<<10)
 	var (
 		n   int
@@ -130,6 +139,7 @@ func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream) {
 	}
 	for {
 		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(idle))
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				st.Fail(clientGone(werr))
 				return

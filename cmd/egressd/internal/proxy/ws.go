@@ -35,6 +35,9 @@ const (
 	wsProtocol   = "protocol"    // a malformed frame: 1002
 	wsTooBig     = "message_cap" // a client message over -max-request-body: 1009
 	wsClientGone = "client_closed"
+	wsTotal      = "total_timeout"
+	wsStopping   = "shutting_down"
+	wsDropped    = "bundle.drop" // the bundle was dropped: its values are no longer scrubbed
 )
 
 // websocket relays a WebSocket connection the upstream accepted (101):
@@ -117,6 +120,16 @@ func (r *wsRelay) watchIdle() (stop func()) {
 			select {
 			case <-quit:
 				return
+			case <-r.st.Done():
+				if r.st.EndedBy() == wsTotal {
+					r.end(wsTotal, wire.Errorf(egressdapi.CodeTimeout, "the exchange took longer than the total timeout"), wsframe.CloseGoingAway)
+				} else {
+					r.end(wsStopping, wire.Errorf(wire.CodeServerShuttingDown, "egressd is stopping"), wsframe.CloseGoingAway)
+				}
+				return
+			case <-r.st.Dropped():
+				r.end(wsDropped, wire.Errorf(egressdapi.CodeBundleUnknown, "the invocation's bundle was dropped"), wsframe.CloseGoingAway)
+				return
 			case <-t.C:
 				r.lastMu.Lock()
 				quiet := time.Since(r.last)
@@ -131,6 +144,10 @@ func (r *wsRelay) watchIdle() (stop func()) {
 	return func() { close(quit) }
 }
 
+// upCloseGrace is how long end waits to send the upstream its close
+// frame before it closes the connection anyway.
+const upCloseGrace = time.Second
+
 // end closes both sides, once: a close frame with code to each (the
 // upstream's masked, as a client's must be), then the connections, and
 // records why.
@@ -139,13 +156,32 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 		r.st.End(why, err)
 		if code != 0 {
 			payload := wsframe.ClosePayload(code, "egressd: "+wire.CodeOf(err))
-			r.writeClient(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
-			r.writeUpstream(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			r.writeClientFrame(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			// The upstream's close frame waits for a write in progress
+			// (which has no deadline: an upstream that reads nothing
+			// blocks it) at most upCloseGrace; closing the upstream then
+			// fails both writes.
+			sent := make(chan struct{})
+			go func() {
+				defer close(sent)
+				r.writeUpstream(wsframe.Header{Fin: true, Opcode: wsframe.OpClose}, payload)
+			}()
+			t := time.NewTimer(upCloseGrace)
+			select {
+			case <-sent:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		r.up.Close()
 		r.c.c.Close()
 	})
 }
+
+// frameCost is what one frame of a client message held whole costs
+// beyond its payload (its header and length kept until the message is
+// forwarded), in bytes counted against -max-request-body and the budget.
+const frameCost = 32
 
 // fromClient relays client frames: data messages held whole and scanned,
 // control frames scanned one by one.
@@ -180,7 +216,10 @@ func (r *wsRelay) fromClient() {
 				r.end(wsPolicy, err, wsframe.ClosePolicy)
 				return
 			}
-			r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, p)
+			if !r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, p) {
+				return
+			}
+			r.st.Count(uint64(len(p)), 0) // a channel to the upstream like any message
 			if h.Opcode == wsframe.OpClose {
 				r.st.End(wsClosed, nil)
 			}
@@ -190,15 +229,17 @@ func (r *wsRelay) fromClient() {
 			r.end(wsProtocol, wire.Errorf(egressdapi.CodeInvalidRequest, "a continuation frame out of place"), wsframe.CloseProtocolError)
 			return
 		}
-		if int64(len(msg))+h.Length > limit {
+		// Each frame also costs its bookkeeping (frames, lens): counted
+		// as frameCost bytes, so a message of empty frames is bounded too.
+		if int64(len(msg))+h.Length+int64(len(frames)+1)*frameCost > limit {
 			r.end(wsTooBig, wire.Errorf(egressdapi.CodeTooLarge, "a WebSocket message is larger than %d bytes", limit), wsframe.CloseTooBig)
 			return
 		}
-		if !r.c.s.budget.take(int(h.Length)) {
+		if !r.c.s.budget.take(int(h.Length) + frameCost) {
 			r.end(wsTooBig, errBudget(r.c.s.cfg.BufferBudget), wsframe.CloseTooBig)
 			return
 		}
-		held += int(h.Length)
+		held += int(h.Length) + frameCost
 		start := len(msg)
 		msg = append(msg, make([]byte, h.Length)...)
 		if _, err := io.ReadFull(r.c.br, msg[start:]); err != nil {
@@ -338,6 +379,19 @@ func (r *wsRelay) readFailed(err error, fromClient bool) {
 // writeClient writes one unmasked frame to the client and reports
 // whether it went.
 func (r *wsRelay) writeClient(h wsframe.Header, p []byte) bool {
+	select {
+	case <-r.st.Dropped():
+		// The bundle's values were unregistered: p may have been scrubbed
+		// without them (the watch ends the relay).
+		return false
+	default:
+	}
+	return r.writeClientFrame(h, p)
+}
+
+// writeClientFrame is writeClient without the drop check (end's close
+// frame, whose payload is egressd's own).
+func (r *wsRelay) writeClientFrame(h wsframe.Header, p []byte) bool {
 	r.clMu.Lock()
 	defer r.clMu.Unlock()
 	h.Length = int64(len(p))
