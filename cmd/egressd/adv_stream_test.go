@@ -13,8 +13,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +28,7 @@ import (
 
 	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/cmd/egressd/internal/wsframe"
+	"hostkit.dev/lib/api/egressdapi"
 )
 
 // Adversarial tests of the streaming surface (WebSocket, HTTP/2, streamed
@@ -592,4 +595,63 @@ func TestAdvH2StalledBody(t *testing.T) {
 	t.Logf("while stalled: %d", post())
 	t.Logf("stalled stream: %s", <-outcome)
 	is.Equal(post(), 200) // the budget is still held by the stalled streams
+}
+
+// TestAdvLongStreamsStarveOthers (resource, medium): a streaming answer
+// gives its invocation's request slot back once its header has arrived,
+// and outside a tunnel nothing else per invocation bounds it: one
+// invocation with long streams to a plain-http origin its policy allows
+// takes every one of -proxy-max-conns, and another invocation can no
+// longer reach egressd (503 server.busy). Before answers streamed, a
+// request held its slot to the end (-proxy-max-requests-per-invocation).
+func TestAdvLongStreamsStarveOthers(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quick" {
+			io.WriteString(w, "ok")
+			return
+		}
+		for { // a byte every 500 ms: a long stream, never idle
+			io.WriteString(w, "x")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	f := newLLMFixture(t, "-proxy-max-conns", "6", "-proxy-max-requests-per-invocation", "2", "-proxy-max-tunnels-per-invocation", "2")
+	for _, inv := range []string{"inv-a", "inv-b"} {
+		_, err := f.eg.api.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: inv, ProxyToken: strings.Repeat(inv[4:], 43),
+			Policy: egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: up.URL}}}})
+		is.NoErr(err)
+	}
+	client := func(inv string) *http.Client {
+		u, _ := url.Parse("http://" + inv + ":" + strings.Repeat(inv[4:], 43) + "@" + f.info.ProxyAddress)
+		return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	}
+	opened := 0
+	for range 6 {
+		resp, err := client("inv-a").Get(up.URL + "/long")
+		if err != nil {
+			t.Logf("inv-a: %v", err)
+			break
+		}
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Logf("inv-a: %d %s", resp.StatusCode, b)
+			resp.Body.Close()
+			break
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		opened++
+	}
+	t.Logf("inv-a holds %d long streams (its request share is 2)", opened)
+	resp, err := client("inv-b").Get(up.URL + "/quick")
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, 200) // inv-b is not starved by inv-a's long streams
+	resp.Body.Close()
 }

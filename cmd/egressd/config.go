@@ -41,6 +41,7 @@ type flags struct {
 	authAudit     float64
 	invTunnels    int
 	invRequests   int
+	invStreams    int
 	maxConns      int
 	maxHeader     int
 	handshake     time.Duration
@@ -77,7 +78,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.handshake, "proxy-handshake-timeout", 10*time.Second, "longest a proxy client may take to send its first request header or finish a TLS handshake")
 	fs.DurationVar(&f.idle, "proxy-idle-timeout", 120*time.Second, "longest a proxy connection or tunnel may sit idle")
 	fs.IntVar(&f.invTunnels, "proxy-max-tunnels-per-invocation", 0, "most concurrent CONNECT tunnels of one invocation (0: a quarter of -proxy-max-tunnels)")
-	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once (each may buffer a request and a response body)")
+	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once, from the request body to the answer's header (each may hold a request body)")
+	fs.IntVar(&f.invStreams, "proxy-max-streams-per-invocation", 0, "most answers (and WebSocket connections) one invocation streams at once (0: a quarter of -proxy-max-conns)")
 	fs.IntVar(&f.maxConns, "proxy-max-conns", 4096, "most open proxy client connections (TCP and Unix socket together)")
 	fs.Float64Var(&f.authAudit, "proxy-auth-audit-rate", 20, "failed proxy authentications audited per second after a burst of five times this (the rest are counted in the next record)")
 }
@@ -116,6 +118,7 @@ type proxyLimits struct {
 	AuthAuditRate         float64
 	InvTunnels            int
 	InvRequests           int
+	InvStreams            int
 	MaxConns              int
 }
 
@@ -131,7 +134,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		Timeouts:      timeouts{Dial: f.dial, TLSHandshake: f.tlsHandshake, ResponseHeader: f.respHeader, Idle: f.exchangeIdle, Total: f.total},
 		Strip:         f.strip,
 		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
-			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, MaxConns: f.maxConns},
+			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, InvStreams: f.invStreams, MaxConns: f.maxConns},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -182,7 +185,7 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		return nil, fmt.Errorf("-dial-timeout, -tls-handshake-timeout, -response-header-timeout and -idle-timeout must be positive, -total-timeout not negative")
 	}
 	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) ||
-		f.invTunnels < 0 || f.invRequests <= 0 || f.maxConns <= 0 {
+		f.invTunnels < 0 || f.invRequests <= 0 || f.invStreams < 0 || f.maxConns <= 0 {
 		return nil, fmt.Errorf("the -proxy-* limits must be positive")
 	}
 	if len(f.anonymous) > 0 {

@@ -266,6 +266,11 @@ func (c *conn) handle(req *http.Request) bool {
 		c.refuse(err, req.Close) // the pipeline audited it
 		return !req.Close
 	}
+	if !c.s.takeStream(st, b.Invocation) {
+		c.refuse(errStreams(c.s.cfg.MaxStreamsPerInvocation), req.Close)
+		return !req.Close
+	}
+	defer c.s.invStreams.give(b.Invocation)
 	if st.Upgraded() != nil {
 		stopWatch() // the relay reads the client from here on
 		c.rdl = time.Time{}
@@ -273,6 +278,21 @@ func (c *conn) handle(req *http.Request) bool {
 		return c.websocket(st)
 	}
 	return c.stream(req, st)
+}
+
+// takeStream takes one of inv's stream slots for st, or ends st (its
+// after record says server.busy) and reports false.
+func (s *Server) takeStream(st *pipeline.Stream, inv string) bool {
+	if s.invStreams.take(inv) {
+		return true
+	}
+	st.End("stream_cap", errStreams(s.cfg.MaxStreamsPerInvocation))
+	st.Close()
+	return false
+}
+
+func errStreams(n int) error {
+	return wire.Errorf(wire.CodeServerBusy, "too many answers streaming for this invocation (at most %d)", n)
 }
 
 // readBody reads req's body whole, at most MaxBody bytes, holding its

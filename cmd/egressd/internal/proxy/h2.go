@@ -102,6 +102,11 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
+	if !c.s.takeStream(st, b.Invocation) {
+		writeRefusal(w, "", errStreams(c.s.cfg.MaxStreamsPerInvocation))
+		return
+	}
+	defer c.s.invStreams.give(b.Invocation)
 	defer st.Close()
 	streamH2(w, req, st, c.s.cfg.ExchangeIdle)
 }

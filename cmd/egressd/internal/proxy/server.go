@@ -66,6 +66,13 @@ type Config struct {
 	MaxTunnelsPerInvocation  int
 	MaxRequestsPerInvocation int
 	MaxConns                 int
+	// MaxStreamsPerInvocation bounds the answers one invocation streams
+	// (and WebSocket connections it relays) at once, after their header
+	// arrived and its request slot went back; default a quarter of
+	// MaxConns. Past it the answer is refused with 503 server.busy
+	// before any of it is written, so long streams of one invocation
+	// cannot take every client connection.
+	MaxStreamsPerInvocation int
 
 	// AuthAuditRate and AuthAuditBurst bound the audit records of refusals
 	// before any invocation is known (failed proxy authentications,
@@ -90,6 +97,7 @@ type Server struct {
 
 	invTunnels     *slots        // tunnels per invocation
 	invRequests    *slots        // requests in the pipeline per invocation
+	invStreams     *slots        // answers streaming per invocation
 	budget         *budget       // request body bytes held (BufferBudget)
 	authAudit      *rate.Limiter // failed authentications' audit records
 	authSuppressed atomic.Uint64 // failures not audited since the last record
@@ -133,6 +141,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 4096
 	}
+	if cfg.MaxStreamsPerInvocation <= 0 {
+		cfg.MaxStreamsPerInvocation = max(1, cfg.MaxConns/4)
+	}
 	if cfg.AuthAuditRate <= 0 {
 		cfg.AuthAuditRate = 20
 	}
@@ -145,7 +156,7 @@ func New(cfg Config) *Server {
 		budget:      &budget{max: int64(cfg.BufferBudget)},
 		authAudit:   rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst),
 		invTunnels:  newSlots(cfg.MaxTunnelsPerInvocation),
-		invRequests: newSlots(cfg.MaxRequestsPerInvocation)}
+		invRequests: newSlots(cfg.MaxRequestsPerInvocation), invStreams: newSlots(cfg.MaxStreamsPerInvocation)}
 }
 
 // Serve accepts connections on l until Close; via names the listener in
