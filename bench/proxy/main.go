@@ -8,11 +8,14 @@
 // egressd (intercepted, placeholder substituted, as (c)) with a direct
 // HTTPS client against the credentialed upstream: sse, the one-way
 // latency of server-sent events (stamped with CLOCK_MONOTONIC by the
-// upstreams' child, read by the client at dispatch) and the time to first
-// byte; bulk, MB/s and egressd's CPU per GiB for a chunked 1 GiB answer;
-// streams, egressd's VmRSS above idle with 200 streams held open (once per
-// run, before the rounds; egressd only). They run only when named
-// (-sections sse,bulk,streams) and only for egressd, not -base.
+// upstreams' child, read by the client at dispatch; the direct and the
+// egressd stream run at the same time, so that a stall of a loaded
+// machine falls on both) and the time to first byte; bulk, MB/s and
+// egressd's CPU per GiB for a chunked 1 GiB answer of three kinds of
+// body; streams, egressd's VmRSS above idle with 200 streams held open
+// (once per run, before the rounds; egressd only). They run only when
+// named (-sections sse,bulk,streams) and only for egressd, not -base;
+// sse always runs both modes.
 // squid and tinyproxy run from config
 // files generated into a temporary directory (caching and access logs
 // off); a missing one is reported and skipped. egressd and secretd are
@@ -223,6 +226,19 @@ func run() error {
 		if round%2 == 1 {
 			modes = []string{"egressd", "direct"}
 		}
+		if has("sse") {
+			var ts []sseTarget
+			for _, m := range modes {
+				if m == "egressd" {
+					ts = append(ts, sseTarget{m, eg.proxyURL("benchc"), "Bearer " + eg.placeholder, eg.pool})
+				} else {
+					ts = append(ts, sseTarget{m, "", "Bearer " + secret, up.pool})
+				}
+			}
+			stop := profile(*perfDir, "sse", "egressd", eg.pid(), time.Duration(*sseEvents)**sseGap)
+			sses = append(sses, sseRound(round, ts, cBase, *sseEvents, *sseSize, *sseGap, *sseTTFB)...)
+			stop()
+		}
 		for _, m := range modes {
 			if !want(m) {
 				continue
@@ -230,16 +246,6 @@ func run() error {
 			proxy, auth, roots := "", "Bearer "+secret, up.pool
 			if m == "egressd" {
 				proxy, auth, roots = eg.proxyURL("benchc"), "Bearer "+eg.placeholder, eg.pool
-			}
-			if has("sse") {
-				stop := func() {}
-				if m == "egressd" {
-					stop = profile(*perfDir, "sse", m, eg.pid(), time.Duration(*sseEvents)**sseGap)
-				}
-				r := sseRun(m, proxy, cBase, auth, roots, *sseEvents, *sseSize, *sseGap, *sseTTFB)
-				stop()
-				r.round = round
-				sses = append(sses, r)
 			}
 			for kind := range strings.SplitSeq(*bulkBodies, ",") {
 				if !has("bulk") {

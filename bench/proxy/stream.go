@@ -18,18 +18,26 @@ import (
 // upstream (up.test, streamHandler) through an intercepted tunnel with
 // the placeholder in Authorization, as (c) does, or directly over HTTPS.
 
-// sseResult is one mode's run of the sse section: the one-way latency of
-// every event of one long stream, and the time to first byte of several
-// short streams over a kept-alive connection (warm) and over a new
-// connection each (cold: for egressd that includes CONNECT and both TLS
-// handshakes).
+// sseResult is one mode's part of a round of the sse section: the one-way
+// latency of every event of one long stream, run at the same time as the
+// other mode's (so that a stall of the loaded machine falls on both),
+// and the time to first byte of several short streams over a kept-alive
+// connection (warm) and over a new connection each (cold: for egressd
+// that includes CONNECT and both TLS handshakes).
 type sseResult struct {
 	mode        string
 	round       int
 	lat         []time.Duration // sorted
+	byID        []time.Duration // by event id; -1: not received
 	warm, cold  []time.Duration // sorted
 	events, exp int
 	note        string
+}
+
+// sseTarget is how one mode reaches the upstream.
+type sseTarget struct {
+	mode, proxy, auth string
+	roots             *x509.CertPool
 }
 
 // get asks url with Authorization auth; the caller closes the body.
@@ -48,12 +56,12 @@ func get(ctx context.Context, c *http.Client, url, auth string) (*http.Response,
 }
 
 // readEvents reads server-sent events from r and calls got with each
-// event's stamp at its dispatch: when the blank line that ends it has
-// been read, as an SSE client (WHATWG HTML, "server-sent events")
+// event's id and stamp at its dispatch: when the blank line that ends it
+// has been read, as an SSE client (WHATWG HTML, "server-sent events")
 // dispatches it. It returns the number of events.
-func readEvents(r io.Reader, got func(stamp int64)) (int, error) {
+func readEvents(r io.Reader, got func(id int, stamp int64)) (int, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	n, stamp := 0, int64(-1)
+	n, id, stamp := 0, -1, int64(-1)
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
@@ -64,13 +72,15 @@ func readEvents(r io.Reader, got func(stamp int64)) (int, error) {
 		}
 		if len(line) == 1 {
 			if stamp >= 0 {
-				got(stamp)
+				got(id, stamp)
 				n++
 			}
-			stamp = -1
+			id, stamp = -1, -1
 			continue
 		}
-		if v, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+		if v, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+			id, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		} else if v, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
 			if i := bytes.IndexByte(v, ' '); i > 0 {
 				stamp, _ = strconv.ParseInt(string(v[:i]), 10, 64)
 			}
@@ -78,36 +88,58 @@ func readEvents(r io.Reader, got func(stamp int64)) (int, error) {
 	}
 }
 
-// sseRun runs the sse section for one mode: a stream of events events of
-// size bytes, gap apart, then ttfbN short streams (3 events) on the same
-// connection and ttfbN on new connections, timing the first body byte.
-func sseRun(mode, proxy, base, auth string, roots *x509.CertPool, events, size int, gap time.Duration, ttfbN int) sseResult {
-	res := sseResult{mode: mode, exp: events}
+// sseRound runs one round of the sse section: after a warm-up request
+// per target (the tunnel, both handshakes, the leaf certificate), one
+// stream of events events of size bytes, gap apart, per target, all at
+// once; then, target after target in the order given, ttfbN short
+// streams (3 events) on the kept-alive connection and ttfbN on new ones,
+// timing the first body byte.
+func sseRound(round int, ts []sseTarget, base string, events, size int, gap time.Duration, ttfbN int) []sseResult {
 	ctx := context.Background()
-	c := client(proxy, roots, 1)
-	defer c.CloseIdleConnections()
 	short := base + "/sse?n=3&size=200&gap=5ms"
-	// Warm-up: the tunnel, both handshakes and the leaf certificate.
-	if resp, err := get(ctx, c, short, auth); err != nil {
-		res.note = err.Error()
-		return res
-	} else {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	res := make([]sseResult, len(ts))
+	clients := make([]*http.Client, len(ts))
+	for i, t := range ts {
+		res[i] = sseResult{mode: t.mode, round: round, exp: events, byID: make([]time.Duration, events)}
+		clients[i] = client(t.proxy, t.roots, 1)
+		defer clients[i].CloseIdleConnections()
+		for j := range res[i].byID {
+			res[i].byID[j] = -1
+		}
+		if resp, err := get(ctx, clients[i], short, t.auth); err != nil {
+			res[i].note = err.Error()
+		} else {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 	}
-	resp, err := get(ctx, c, fmt.Sprintf("%s/sse?n=%d&size=%d&gap=%s", base, events, size, gap), auth)
-	if err != nil {
-		res.note = err.Error()
-		return res
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		if res[i].note != "" {
+			continue
+		}
+		r := &res[i]
+		wg.Go(func() {
+			resp, err := get(ctx, clients[i], fmt.Sprintf("%s/sse?n=%d&size=%d&gap=%s", base, events, size, gap), t.auth)
+			if err != nil {
+				r.note = err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			r.events, err = readEvents(resp.Body, func(id int, stamp int64) {
+				d := time.Duration(monoNow() - stamp)
+				r.lat = append(r.lat, d)
+				if id >= 0 && id < len(r.byID) {
+					r.byID[id] = d
+				}
+			})
+			if err != nil {
+				r.note = err.Error()
+			}
+		})
 	}
-	res.events, err = readEvents(resp.Body, func(stamp int64) {
-		res.lat = append(res.lat, time.Duration(monoNow()-stamp))
-	})
-	resp.Body.Close()
-	if err != nil {
-		res.note = err.Error()
-	}
-	first := func(c *http.Client) (time.Duration, error) {
+	wg.Wait()
+	first := func(c *http.Client, auth string) (time.Duration, error) {
 		t0 := monoNow()
 		resp, err := get(ctx, c, short, auth)
 		if err != nil {
@@ -122,24 +154,30 @@ func sseRun(mode, proxy, base, auth string, roots *x509.CertPool, events, size i
 		_, err = io.Copy(io.Discard, resp.Body)
 		return d, err
 	}
-	for range ttfbN {
-		d, err := first(c)
-		if err != nil {
-			res.note = "ttfb: " + err.Error()
-			break
+	for i, t := range ts {
+		r := &res[i]
+		for range ttfbN {
+			if r.note != "" {
+				break
+			}
+			d, err := first(clients[i], t.auth)
+			if err != nil {
+				r.note = "ttfb: " + err.Error()
+				break
+			}
+			r.warm = append(r.warm, d)
+			fresh := client(t.proxy, t.roots, 1)
+			d, err = first(fresh, t.auth)
+			fresh.CloseIdleConnections()
+			if err != nil {
+				r.note = "ttfb (cold): " + err.Error()
+				break
+			}
+			r.cold = append(r.cold, d)
 		}
-		res.warm = append(res.warm, d)
-		fresh := client(proxy, roots, 1)
-		d, err = first(fresh)
-		fresh.CloseIdleConnections()
-		if err != nil {
-			res.note = "ttfb (cold): " + err.Error()
-			break
+		for _, s := range [][]time.Duration{r.lat, r.warm, r.cold} {
+			slices.Sort(s)
 		}
-		res.cold = append(res.cold, d)
-	}
-	for _, s := range [][]time.Duration{res.lat, res.warm, res.cold} {
-		slices.Sort(s)
 	}
 	return res
 }

@@ -46,7 +46,7 @@ func verdict(ok bool) string {
 // reportSSE prints the sse section and reports whether both its targets
 // were met by the median over the rounds.
 func reportSSE(res []sseResult, events int, gap time.Duration, ttfbN int) bool {
-	fmt.Printf("\n(sse) one stream of %d events, %s apart: one-way latency at dispatch (upstream's write to the client's read of the blank line); TTFB: request to first body byte, p50 of %d streams on a kept-alive connection (warm) and on new ones (cold)\n\n", events, gap, ttfbN)
+	fmt.Printf("\n(sse) one stream of %d events, %s apart, per mode, both streams at once: one-way latency at dispatch (upstream's write to the client's read of the blank line); TTFB: request to first body byte, p50 of %d streams on a kept-alive connection (warm) and on new ones (cold), mode after mode\n\n", events, gap, ttfbN)
 	fmt.Println("| round | mode | events | p50 | p99 | max | TTFB warm p50 | TTFB cold p50 | note |\n|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	byRound := map[int]map[string]sseResult{}
 	for _, r := range res {
@@ -57,7 +57,7 @@ func reportSSE(res []sseResult, events int, gap time.Duration, ttfbN int) bool {
 		fmt.Printf("| %d | %s | %d/%d | %s | %s | %s | %s | %s | %s |\n", r.round+1, r.mode, r.events, r.exp, ms(percentile(r.lat, .5)), ms(percentile(r.lat, .99)),
 			ms(percentile(r.lat, 1)), ms(percentile(r.warm, .5)), ms(percentile(r.cold, .5)), r.note)
 	}
-	var p50, p99, warm, cold []time.Duration
+	var p50, p99, warm, cold, pair50, pair99 []time.Duration
 	for round := 0; byRound[round] != nil; round++ {
 		d, e := byRound[round]["direct"], byRound[round]["egressd"]
 		if len(d.lat) == 0 || len(e.lat) == 0 || e.events != e.exp || d.events != d.exp || len(e.warm) == 0 || len(d.warm) == 0 {
@@ -67,6 +67,14 @@ func reportSSE(res []sseResult, events int, gap time.Duration, ttfbN int) bool {
 		p99 = append(p99, percentile(e.lat, .99)-percentile(d.lat, .99))
 		warm = append(warm, percentile(e.warm, .5)-percentile(d.warm, .5))
 		cold = append(cold, percentile(e.cold, .5)-percentile(d.cold, .5))
+		var pair []time.Duration
+		for i := range e.byID {
+			if e.byID[i] >= 0 && d.byID[i] >= 0 {
+				pair = append(pair, e.byID[i]-d.byID[i])
+			}
+		}
+		slices.Sort(pair)
+		pair50, pair99 = append(pair50, percentile(pair, .5)), append(pair99, percentile(pair, .99))
 	}
 	if len(p99) == 0 {
 		fmt.Println("(sse) no complete round: FAIL")
@@ -82,6 +90,7 @@ func reportSSE(res []sseResult, events int, gap time.Duration, ttfbN int) bool {
 	okP99, okTTFB := median(p99) <= sseP99Line, median(warm) <= sseTTFBLine
 	fmt.Printf("\n(sse) added p50 latency per round: %s — median %s\n", list(p50), ms(median(p50)))
 	fmt.Printf("(sse) added p99 latency per round: %s — median %s, target <= %s: %s\n", list(p99), ms(median(p99)), ms(sseP99Line), verdict(okP99))
+	fmt.Printf("(sse) per event, egressd's latency minus direct's for the same event id: p50 per round %s — median %s; p99 per round %s — median %s\n", list(pair50), ms(median(pair50)), list(pair99), ms(median(pair99)))
 	fmt.Printf("(sse) added TTFB p50 (warm) per round: %s — median %s, target <= %s: %s\n", list(warm), ms(median(warm)), ms(sseTTFBLine), verdict(okTTFB))
 	fmt.Printf("(sse) added TTFB p50 (cold, new tunnel) per round: %s — median %s (against %s: %s, for information)\n", list(cold), ms(median(cold)), ms(sseTTFBLine), verdict(median(cold) <= sseTTFBLine))
 	return okP99 && okTTFB

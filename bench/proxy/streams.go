@@ -107,7 +107,7 @@ func streamsRun(e *egressdProc, upPid int, base string, n int, gap, dur time.Dur
 			defer resp.Body.Close()
 			opened.Add(1)
 			var mine []time.Duration
-			readEvents(resp.Body, func(stamp int64) {
+			readEvents(resp.Body, func(_ int, stamp int64) {
 				mine = append(mine, time.Duration(monoNow()-stamp))
 				events.Add(1)
 			})
