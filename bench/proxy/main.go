@@ -236,7 +236,8 @@ func run() error {
 				}
 			}
 			stop := profile(*perfDir, "sse", "egressd", eg.pid(), time.Duration(*sseEvents)**sseGap)
-			sses = append(sses, sseRound(round, ts, cBase, *sseEvents, *sseSize, *sseGap, *sseTTFB)...)
+			sses = append(sses, sseRound(round, ts, cBase, *sseEvents, *sseSize, *sseGap, *sseTTFB,
+				map[string]int{"egressd": eg.pid(), "client": os.Getpid(), "upstreams": up.pid()})...)
 			stop()
 		}
 		for _, m := range modes {

@@ -295,6 +295,24 @@ func rss(pid int) int64 {
 	return 0
 }
 
+// runqWait returns the time process pid's threads have spent runnable
+// but waiting for a CPU (the second field of /proc/PID/task/TID/schedstat,
+// ns; sched-stats.rst), summed over its threads, or 0 when it cannot be
+// read. On a loaded machine it says how much of a latency the scheduler
+// added.
+func runqWait(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if f := strings.Fields(string(b)); err == nil && len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += n
+		}
+	}
+	return time.Duration(sum)
+}
+
 // cpuTime returns the user+system CPU time process pid has used so far
 // (all its threads; /proc/PID/stat fields 14 and 15, in clock ticks of
 // 1/100 s), or 0 for pid 0 or when it cannot be read.

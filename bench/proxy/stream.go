@@ -7,9 +7,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -31,6 +33,7 @@ type sseResult struct {
 	byID        []time.Duration // by event id; -1: not received
 	warm, cold  []time.Duration // sorted
 	events, exp int
+	runq        string // the processes' run-queue wait during the round's streams
 	note        string
 }
 
@@ -93,8 +96,9 @@ func readEvents(r io.Reader, got func(id int, stamp int64)) (int, error) {
 // stream of events events of size bytes, gap apart, per target, all at
 // once; then, target after target in the order given, ttfbN short
 // streams (3 events) on the kept-alive connection and ttfbN on new ones,
-// timing the first body byte.
-func sseRound(round int, ts []sseTarget, base string, events, size int, gap time.Duration, ttfbN int) []sseResult {
+// timing the first body byte. pids names the processes whose run-queue
+// wait (runqWait) during the long streams the results carry.
+func sseRound(round int, ts []sseTarget, base string, events, size int, gap time.Duration, ttfbN int, pids map[string]int) []sseResult {
 	ctx := context.Background()
 	short := base + "/sse?n=3&size=200&gap=5ms"
 	res := make([]sseResult, len(ts))
@@ -112,6 +116,11 @@ func sseRound(round int, ts []sseTarget, base string, events, size int, gap time
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+	}
+	names := slices.Sorted(maps.Keys(pids))
+	wait0 := make([]time.Duration, len(names))
+	for i, n := range names {
+		wait0[i] = runqWait(pids[n])
 	}
 	var wg sync.WaitGroup
 	for i, t := range ts {
@@ -139,6 +148,13 @@ func sseRound(round int, ts []sseTarget, base string, events, size int, gap time
 		})
 	}
 	wg.Wait()
+	var waits []string
+	for i, n := range names {
+		waits = append(waits, fmt.Sprintf("%s %.0f", n, float64(runqWait(pids[n])-wait0[i])/1e6))
+	}
+	for i := range res {
+		res[i].runq = strings.Join(waits, ", ") + " ms"
+	}
 	first := func(c *http.Client, auth string) (time.Duration, error) {
 		t0 := monoNow()
 		resp, err := get(ctx, c, short, auth)

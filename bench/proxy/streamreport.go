@@ -47,15 +47,15 @@ func verdict(ok bool) string {
 // were met by the median over the rounds.
 func reportSSE(res []sseResult, events int, gap time.Duration, ttfbN int) bool {
 	fmt.Printf("\n(sse) one stream of %d events, %s apart, per mode, both streams at once: one-way latency at dispatch (upstream's write to the client's read of the blank line); TTFB: request to first body byte, p50 of %d streams on a kept-alive connection (warm) and on new ones (cold), mode after mode\n\n", events, gap, ttfbN)
-	fmt.Println("| round | mode | events | p50 | p99 | max | TTFB warm p50 | TTFB cold p50 | note |\n|---:|---|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Println("| round | mode | events | p50 | p99 | max | TTFB warm p50 | TTFB cold p50 | run-queue wait during the streams | note |\n|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
 	byRound := map[int]map[string]sseResult{}
 	for _, r := range res {
 		if byRound[r.round] == nil {
 			byRound[r.round] = map[string]sseResult{}
 		}
 		byRound[r.round][r.mode] = r
-		fmt.Printf("| %d | %s | %d/%d | %s | %s | %s | %s | %s | %s |\n", r.round+1, r.mode, r.events, r.exp, ms(percentile(r.lat, .5)), ms(percentile(r.lat, .99)),
-			ms(percentile(r.lat, 1)), ms(percentile(r.warm, .5)), ms(percentile(r.cold, .5)), r.note)
+		fmt.Printf("| %d | %s | %d/%d | %s | %s | %s | %s | %s | %s | %s |\n", r.round+1, r.mode, r.events, r.exp, ms(percentile(r.lat, .5)), ms(percentile(r.lat, .99)),
+			ms(percentile(r.lat, 1)), ms(percentile(r.warm, .5)), ms(percentile(r.cold, .5)), r.runq, r.note)
 	}
 	var p50, p99, warm, cold, pair50, pair99 []time.Duration
 	for round := 0; byRound[round] != nil; round++ {
