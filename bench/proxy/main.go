@@ -215,60 +215,16 @@ func run() error {
 	cBase := "https://up.test:" + cPort
 	var sses []sseResult
 	var bulks []bulkResult
+	sc := streamingCfg{sse: has("sse"), bulk: has("bulk"), sseEvents: *sseEvents, sseSize: *sseSize, sseTTFB: *sseTTFB, sseGap: *sseGap,
+		bulkMiB: *bulkMiB, bulkWrite: *bulkWrite, bulkBodies: strings.Split(*bulkBodies, ","), perfDir: *perfDir}
 	var streams *streamsResult
 	if has("streams") && want("egressd") {
 		r := streamsRun(eg, up.pid(), cBase, *nStreams, *streamsGap, *streamsDur, *pprofDir)
 		streams = &r
 	}
 	for round := range *rounds {
-		// The streaming sections, direct first in even rounds.
-		modes := []string{"direct", "egressd"}
-		if round%2 == 1 {
-			modes = []string{"egressd", "direct"}
-		}
-		if has("sse") {
-			var ts []sseTarget
-			for _, m := range modes {
-				if m == "egressd" {
-					ts = append(ts, sseTarget{m, eg.proxyURL("benchc"), "Bearer " + eg.placeholder, eg.pool})
-				} else {
-					ts = append(ts, sseTarget{m, "", "Bearer " + secret, up.pool})
-				}
-			}
-			stop := profile(*perfDir, "sse", "egressd", eg.pid(), time.Duration(*sseEvents)**sseGap)
-			sses = append(sses, sseRound(round, ts, cBase, *sseEvents, *sseSize, *sseGap, *sseTTFB,
-				map[string]int{"egressd": eg.pid(), "client": os.Getpid(), "upstreams": up.pid()})...)
-			stop()
-		}
-		for _, m := range modes {
-			if !want(m) {
-				continue
-			}
-			proxy, auth, roots := "", "Bearer "+secret, up.pool
-			if m == "egressd" {
-				proxy, auth, roots = eg.proxyURL("benchc"), "Bearer "+eg.placeholder, eg.pool
-			}
-			for kind := range strings.SplitSeq(*bulkBodies, ",") {
-				if !has("bulk") {
-					break
-				}
-				pid := 0
-				if m == "egressd" {
-					pid = eg.pid()
-				}
-				stop := profile(*perfDir, "bulk-"+kind, m, pid, 5*time.Second)
-				cpu0, self0 := cpuTime(pid), loadCPU()
-				mbps, took, err := bulkRun(proxy, cBase, auth, roots, *bulkMiB, *bulkWrite, kind)
-				stop()
-				gib := float64(*bulkMiB) / 1024
-				r := bulkResult{mode: m, body: kind, round: round, mbps: mbps, took: took,
-					cpu: time.Duration(float64(cpuTime(pid)-cpu0) / gib), loadCPU: time.Duration(float64(loadCPU()-self0) / gib)}
-				if err != nil {
-					r.note = err.Error()
-				}
-				bulks = append(bulks, r)
-			}
-		}
+		ss, bs := streamingRound(round, sc, eg, up, cBase, want, loadCPU)
+		sses, bulks = append(sses, ss...), append(bulks, bs...)
 		// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback
 		// credential destination, whose listener's owner egressd checks on
 		// every request, and (a) leaves tens of thousands of TIME_WAIT
