@@ -200,9 +200,12 @@ func (v *views) plain(run []byte, org int64) {
 		v.active = v.activeLanes(v.active, viewLevel0+r)
 		v.active = v.activeLanes(v.active, viewLines0+r)
 	}
-	v.save()
-	if !plainRun(v.active, run, org, &v.hexScratch) {
-		return
+	saved := v.mayEnd(len(run))
+	if saved {
+		v.save()
+	}
+	if !plainRun(v.active, run, org, &v.hexScratch) || !saved {
+		return // !saved: no match can end in run (mayEnd)
 	}
 	// A match ends in run: read it again byte by byte from where it
 	// began, to stop right after the match's last byte.
@@ -214,6 +217,28 @@ func (v *views) plain(run []byte, org int64) {
 			return
 		}
 	}
+}
+
+// mayEnd reports whether a match may end in a plain run of n bytes: a
+// match that does is at least the shortest pattern long, and what of it
+// comes before the run is a partial match a lane holds now (its
+// automaton state's depth, or the digits of its separated-hex part).
+func (v *views) mayEnd(n int) bool {
+	for _, l := range v.active {
+		if l.full != nil && int(l.full.depth[l.st])+n >= l.full.minLen {
+			return true
+		}
+		if h := &l.hx; h.a != nil {
+			d := 0
+			if h.busy() {
+				d = int(h.a.depth[h.hs])
+			}
+			if d+n >= h.a.minLen {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // save keeps the state of the active lanes that plainRun changes, for
