@@ -35,6 +35,7 @@ type automaton struct {
 	term    []int32
 	outLink []int32
 	maxLen  int
+	minLen  int // the shortest pattern's length (0: no patterns)
 }
 
 // newAutomaton builds the automaton of patterns (empty ones are
@@ -56,6 +57,9 @@ func newAutomaton(patterns []string) *automaton {
 		}
 		a.starts[p[0]] = true
 		a.maxLen = max(a.maxLen, len(p))
+		if a.minLen == 0 || len(p) < a.minLen {
+			a.minLen = len(p)
+		}
 		s := int32(0)
 		for i := range len(p) {
 			a.used[p[i]] = true

@@ -127,6 +127,16 @@ func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
 				break
 			}
 		}
+		if sh.hs == 0 {
+			// No partial match: bytes up to a digit that begins a
+			// pattern can start none, and the digits they add, and
+			// the separator runs between them, lie before any match
+			// still to come.
+			k = sh.skip(run, k)
+			if k == len(run) {
+				break
+			}
+		}
 		if sh.step(run[k], int64(k)) && (k >= f || anyIdle) {
 			hit = true
 		}
@@ -156,4 +166,34 @@ func plainHex(lanes []*lane, run []byte, sh *hexScan) bool {
 		}
 	}
 	return hit
+}
+
+// skip reads run from k on while no partial match is under way, up to
+// the first digit that begins a pattern, which it returns (or
+// len(run)). It keeps the part, the separator run and the digit count
+// as step would; it records neither the digits' positions nor the
+// separator runs, which no match can ask for (every match still to come
+// begins at a later digit).
+func (h *hexScan) skip(run []byte, k int) int {
+	for ; k < len(run); k++ {
+		c := run[k]
+		switch hexClass[c] {
+		case classHex:
+			if h.a.starts[lower(c)] {
+				return k
+			}
+			if !h.inPart || h.sepRun > MaxHexSeparators {
+				h.inPart, h.partStart = true, h.digits
+			}
+			h.sepRun = 0
+			h.digits++
+		case classSeparator:
+			if h.inPart {
+				h.sepRun++
+			}
+		default:
+			h.inPart, h.sepRun = false, 0
+		}
+	}
+	return k
 }

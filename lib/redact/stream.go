@@ -5,8 +5,9 @@ import "errors"
 // ErrEcho is returned by Stream.Next and Stream.Close when the scrubbed
 // text holds a registered value in a form that cannot be replaced in
 // place (one that ContainsDecoded finds). The stream has then forwarded
-// nothing of the echo: everything it handed out ends before the echo's
-// first byte. The caller aborts the body.
+// nothing of the echo: everything it handed out, including the text
+// returned with ErrEcho, ends before the echo's first byte. The caller
+// forwards that text and aborts the body.
 var ErrEcho = errors.New("redact: the text echoes a held value in a form that cannot be replaced")
 
 // ErrStreamClosed is returned by Stream.Next and Stream.Close after
@@ -19,7 +20,9 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 //
 // What it hands out, piece by piece, is exactly ScrubBytes of the whole
 // body, unless ContainsDecoded of that result is true: then it returns
-// ErrEcho before it hands out the first byte of the echo. It holds back
+// ErrEcho with the text up to the first byte of the echo's match (as the
+// views map it back to the text), less any of it still held when the
+// match was found; it never hands out a byte of the echo. It holds back
 // only text that may still be part of a match: the longest suffix that
 // is a proper prefix of some form of some value (an exact form, or a
 // form ContainsDecoded reads in one of its views), an escape or a run of
@@ -66,9 +69,11 @@ func (s *Scrubber) NewStream() *Stream {
 
 // Next reads p, the next piece of the body, and appends to dst what may
 // be forwarded now; p is not kept. With nothing registered it returns p
-// itself when dst is empty (no copy). It returns ErrEcho (and dst
-// without the text before the echo that is still held) when the body
-// echoes a held value, and the same error on every later call.
+// itself when dst is empty (no copy). When the body echoes a held value
+// it returns ErrEcho and dst with the text before the echo appended:
+// every byte before the first byte of the match found first that no
+// other match could include (a byte that may begin a form of a held
+// value is not handed out). Every later call returns ErrEcho alone.
 func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 	if st.err != nil {
 		return dst, st.err
@@ -87,8 +92,8 @@ func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 	return st.forward(dst, false)
 }
 
-// Close ends the body and appends to dst the rest of it, or returns
-// ErrEcho.
+// Close ends the body and appends to dst the rest of it, or, when the
+// end completes an echo, the text before it and ErrEcho.
 func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.err != nil {
 		return dst, st.err
@@ -125,17 +130,22 @@ func (st *Stream) read() {
 
 // forward hands out the scrubbed text that no match can need any more.
 func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
-	if st.v.hit {
-		st.err = ErrEcho
-		st.out = nil
-		return dst, st.err
-	}
 	n := len(st.out)
-	if !all {
+	switch {
+	case st.v.hit:
+		// Everything before the echo (and before what was held when
+		// it was found) goes out with the error.
+		n = int(max(min(int64(n), st.v.at-st.base), 0))
+		st.err = ErrEcho
+	case !all:
 		// What the views hold only moves forward, so n ≥ 0.
 		n = int(max(min(int64(n), st.v.held()-st.base), 0))
 	}
 	dst = append(dst, st.out[:n]...)
+	if st.err != nil {
+		st.out = nil
+		return dst, st.err
+	}
 	st.out = st.out[:copy(st.out, st.out[n:])]
 	st.base += int64(n)
 	return dst, nil

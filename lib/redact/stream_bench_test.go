@@ -82,3 +82,17 @@ func BenchmarkDetector(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamBinary: 4 MiB of pseudo-random bytes (a download) in
+// 32 KiB pieces: escapes and line breaks start everywhere.
+func BenchmarkStreamBinary(b *testing.B) {
+	body := make([]byte, 4<<20)
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := range body {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		body[i] = byte(x)
+	}
+	benchStream(b, body, 32<<10)
+}

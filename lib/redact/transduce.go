@@ -261,8 +261,14 @@ func (e *entities) drain(eof bool, out []vbyte) []vbyte {
 		if !ok {
 			return out
 		}
-		if capped {
-			out = append(out, vbyte{0, e.porg[0]})
+		if capped || n == 1 {
+			// A capped reference's '&' reads as NUL; a lone '&' (no
+			// name or '#' after it) stands for itself.
+			c := byte(0)
+			if !capped {
+				c = '&'
+			}
+			out = append(out, vbyte{c, e.porg[0]})
 			e.shift(1)
 			continue
 		}

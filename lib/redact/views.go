@@ -29,7 +29,11 @@ type views struct {
 	// invisible character could begin a pattern once let through.
 	holdLines, holdInvisible bool
 	hit                      bool
-	hexScratch               hexScan // plainRun's shared separated-hex state
+	// at (once hit is set) is the text offset from which the echo may
+	// begin: no earlier than the first byte of the match found first,
+	// nor than the first byte held when it was found.
+	at         int64
+	hexScratch hexScan // plainRun's shared separated-hex state
 	// mirror[r] (r ≥ 1): round r has undone nothing since it last was
 	// idle, so its views read exactly as round r-1's and its transducers
 	// and lanes are not fed; it takes round r-1's state (clone) when a
@@ -43,6 +47,9 @@ type views struct {
 	// invisible character comes.
 	twin   [numViews]bool
 	active []*lane // scratch: the lanes plain feeds
+	// snap, snapDpos, snapCuts: the active lanes before a plain run
+	snap               [2 * numViews]lane
+	snapDpos, snapCuts [2 * numViews][]int64
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
 	unescOut [MaxDecodeLevels][]vbyte
@@ -56,7 +63,7 @@ type views struct {
 // there only for a Detector.
 func newViews(m *matcher) *views {
 	full, hex := m.automata()
-	v := &views{plus: newUnescaper(true)}
+	v := &views{plus: newUnescaper(true), at: math.MaxInt64}
 	for i := range numViews {
 		v.lanes[2*i] = newLane(full, hex)
 		v.lanes[2*i+1] = newLane(full, hex)
@@ -76,9 +83,11 @@ func newViews(m *matcher) *views {
 // without them reads the same in every view.
 var plainStop = newByteSet("\\%=+&\r\n\xE2\xEF\xC2")
 
-// write reads text whose first byte is at offset org.
+// write reads text whose first byte is at offset org. It stops at the
+// first match: the views then hold what they held right after its last
+// byte, and read nothing more.
 func (v *views) write(b []byte, org int64) {
-	for len(b) > 0 {
+	for len(b) > 0 && !v.hit {
 		if v.idle() {
 			k := indexIn(b, &plainStop)
 			if k < 0 {
@@ -92,7 +101,16 @@ func (v *views) write(b []byte, org int64) {
 		}
 		v.push(b[0], org)
 		b, org = b[1:], org+1
+		if v.hit {
+			v.at = min(v.at, v.held())
+		}
 	}
+}
+
+// found records a match that ends at the byte lane l just read.
+func (v *views) found(l *lane) {
+	v.hit = true
+	v.at = min(v.at, l.held())
 }
 
 // idle reports whether no transducer holds anything.
@@ -182,8 +200,69 @@ func (v *views) plain(run []byte, org int64) {
 		v.active = v.activeLanes(v.active, viewLevel0+r)
 		v.active = v.activeLanes(v.active, viewLines0+r)
 	}
-	if plainRun(v.active, run, org, &v.hexScratch) {
-		v.hit = true
+	saved := v.mayEnd(len(run))
+	if saved {
+		v.save()
+	}
+	if !plainRun(v.active, run, org, &v.hexScratch) || !saved {
+		return // !saved: no match can end in run (mayEnd)
+	}
+	// A match ends in run: read it again byte by byte from where it
+	// began, to stop right after the match's last byte.
+	v.restore()
+	for i := range run {
+		if plainRun(v.active, run[i:i+1], org+int64(i), &v.hexScratch) {
+			v.hit = true
+			v.at = min(v.at, v.held())
+			return
+		}
+	}
+}
+
+// mayEnd reports whether a match may end in a plain run of n bytes: a
+// match that does is at least the shortest pattern long, and what of it
+// comes before the run is a partial match a lane holds now (its
+// automaton state's depth, or the digits of its separated-hex part).
+func (v *views) mayEnd(n int) bool {
+	for _, l := range v.active {
+		if l.full != nil && int(l.full.depth[l.st])+n >= l.full.minLen {
+			return true
+		}
+		if h := &l.hx; h.a != nil {
+			d := 0
+			if h.busy() {
+				d = int(h.a.depth[h.hs])
+			}
+			if d+n >= h.a.minLen {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// save keeps the state of the active lanes that plainRun changes, for
+// restore.
+func (v *views) save() {
+	for i, l := range v.active {
+		v.snap[i] = *l
+		if l.hx.busy() {
+			v.snapDpos[i] = append(v.snapDpos[i][:0], l.hx.dpos...)
+			v.snapCuts[i] = append(v.snapCuts[i][:0], l.hx.cuts...)
+		}
+	}
+}
+
+// restore puts the active lanes back as save found them. The rings a
+// part under way needs are copied back; the others hold nothing a
+// partial match may ask for.
+func (v *views) restore() {
+	for i, l := range v.active {
+		*l = v.snap[i]
+		if l.hx.busy() {
+			copy(l.hx.dpos, v.snapDpos[i])
+			copy(l.hx.cuts, v.snapCuts[i])
+		}
 	}
 }
 
@@ -234,7 +313,7 @@ func (v *views) view(i int, c byte, org int64) {
 		v.lanes[2*i+1].clone(v.lanes[2*i])
 	}
 	if v.lanes[2*i].push(c, org) {
-		v.hit = true
+		v.found(v.lanes[2*i])
 	}
 	if v.twin[i] {
 		return
@@ -242,7 +321,7 @@ func (v *views) view(i int, c byte, org int64) {
 	v.stripOut[i] = v.strip[i].push(c, org, v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
 		if v.lanes[2*i+1].push(x.c, x.org) {
-			v.hit = true
+			v.found(v.lanes[2*i+1])
 		}
 	}
 }
@@ -284,7 +363,7 @@ func (v *views) flushStrip(i int) {
 	v.stripOut[i] = v.strip[i].flush(v.stripOut[i][:0])
 	for _, x := range v.stripOut[i] {
 		if v.lanes[2*i+1].push(x.c, x.org) {
-			v.hit = true
+			v.found(v.lanes[2*i+1])
 		}
 	}
 }
