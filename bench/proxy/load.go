@@ -158,9 +158,14 @@ func download(section, mode, proxy, target string, roots *x509.CertPool, size in
 }
 
 // load sends GET target with Authorization auth from conc goroutines for
-// dur (after 1 s of warm-up) and reports req/s, p50 and p99.
+// dur (after 1 s of warm-up) and reports req/s, p50 and p99. It closes
+// its connections at the end: through a proxy each is a tunnel that the
+// proxy counts against the invocation's bound (egressd's
+// MaxTunnelsPerInvocation, 128) until its idle timeout (120 s), so
+// rounds that left theirs open got 503 server.busy a few rounds later.
 func load(section, mode, proxy, target, auth string, roots *x509.CertPool, conc int, dur time.Duration) row {
 	c := client(proxy, roots, conc)
+	defer c.CloseIdleConnections()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var firstErr error

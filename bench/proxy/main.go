@@ -4,7 +4,19 @@
 // tinyproxy, a bare httputil.ReverseProxy and egressd; (b) HTTPS through an
 // opaque CONNECT tunnel, MB/s for a large download — direct, squid,
 // tinyproxy and egressd; (c) intercepted HTTPS with placeholder
-// substitution vs direct HTTPS req/s. squid and tinyproxy run from config
+// substitution vs direct HTTPS req/s. Three streaming sections compare
+// egressd (intercepted, placeholder substituted, as (c)) with a direct
+// HTTPS client against the credentialed upstream: sse, the one-way
+// latency of server-sent events (stamped with CLOCK_MONOTONIC by the
+// upstreams' child, read by the client at dispatch; the direct and the
+// egressd stream run at the same time, so that a stall of a loaded
+// machine falls on both) and the time to first byte; bulk, MB/s and
+// egressd's CPU per GiB for a chunked 1 GiB answer of three kinds of
+// body; streams, egressd's VmRSS above idle with 200 streams held open
+// (once per run, before the rounds; egressd only). They run only when
+// named (-sections sse,bulk,streams) and only for egressd, not -base;
+// sse always runs both modes.
+// squid and tinyproxy run from config
 // files generated into a temporary directory (caching and access logs
 // off); a missing one is reported and skipped. egressd and secretd are
 // built from ../../cmd. Run from this directory: `GOWORK=off go run .`.
@@ -35,6 +47,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,12 +74,31 @@ func run() error {
 	conc := flag.Int("c", 32, "concurrent connections for (a) and (c)")
 	dur := flag.Duration("d", 5*time.Second, "measured time per mode")
 	bigMB := flag.Int("big", 256, "download size for (b), MiB")
-	sections := flag.String("sections", "abc", "which of (a), (b), (c) to run")
+	sections := flag.String("sections", "abc", "sections to run: letters of a, b, c (\"ac\"), or a comma-separated list of a, b, c, sse, bulk, streams")
+	sseEvents := flag.Int("sse-events", 1000, "sse: events in the latency stream")
+	sseSize := flag.Int("sse-size", 200, "sse: bytes per event")
+	sseGap := flag.Duration("sse-gap", 5*time.Millisecond, "sse: time between events")
+	sseTTFB := flag.Int("sse-ttfb", 20, "sse: short streams timed for time to first byte, warm and cold each")
+	bulkMiB := flag.Int("bulk-mib", 1024, "bulk: size of the streamed answer, MiB")
+	bulkWrite := flag.Int("bulk-write", 64<<10, "bulk: bytes per write of the upstream (the chunk size)")
+	bulkBodies := flag.String("bulk-body", "text,json,binary", "bulk: comma-separated bodies, each a download per mode and round: text (random printable words), json (SSE chat chunks with escapes), binary (random bytes)")
+	nStreams := flag.Int("streams", 200, "streams: streams held open at once")
+	streamsGap := flag.Duration("streams-gap", 3*time.Second, "streams: time between events of each stream")
+	streamsDur := flag.Duration("streams-duration", 10*time.Minute, "streams: how long the streams are held open")
 	cIP := flag.String("c-ip", "", "address (c)'s upstream listens on (default: this machine's first non-loopback IPv4); 127.0.0.1 makes every (c) request go through egressd's loopback owner check")
 	modes := flag.String("modes", "", "comma-separated modes to run (direct, squid, tinyproxy, revproxy, egressd, base); empty: all")
 	base := flag.String("base", "", "a second source tree (e.g. a snapshot before a change): its egressd and secretd also run, as mode \"egressd (base)\", in (a) and (c)")
 	rounds := flag.Int("rounds", 1, "repeat every section this many times; with -base, egressd and its base alternate which goes first")
 	logLevel := flag.String("egressd-log-level", "info", "egressd's -log-level: info writes its egress.decision line per request (its access log); warn leaves it out, as squid and tinyproxy run with their access logs off")
+	var egEnv []string
+	flag.Func("egressd-env", "KEY=VALUE added to egressd's environment (repeatable; e.g. GOGC=100 to see what the collector's target costs in the streams section); not to -base", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return errors.New("want KEY=VALUE")
+		}
+		egEnv = append(egEnv, v)
+		return nil
+	})
+	pprofDir := flag.String("pprof", "", "directory for heap and goroutine profiles of egressd in the streams section, idle and with the streams open: egressd is then built with net/http/pprof added by go build -overlay (the bench's build only; its VmRSS is then not the product's)")
 	perfDir := flag.String("perf", "", "directory for `perf record -g` profiles of each proxy process during its measured (a) and (c) modes")
 	inProcess := flag.Bool("upstream-in-process", false, "run the upstreams in this process, beside the Go clients of (b) and (c), as before 2026-12-01 (their direct modes then skip cross-process wakeups)")
 	childCA := flag.String("serve-upstreams", "", "internal: be the upstreams' child process, writing the test CA to this file")
@@ -81,6 +113,15 @@ func run() error {
 			}
 		}
 		return false
+	}
+	secs := strings.Split(*sections, ",")
+	if !strings.Contains(*sections, ",") && strings.Trim(*sections, "abc") == "" {
+		secs = strings.Split(*sections, "")
+	}
+	has := func(s string) bool { return slices.Contains(secs, s) }
+	nInv := 0
+	if has("streams") {
+		nInv = (*nStreams + streamsPerInvocation - 1) / streamsPerInvocation
 	}
 	if *cIP == "" {
 		*cIP = localIP()
@@ -111,7 +152,8 @@ func run() error {
 		return cpuTime(os.Getpid()) + cpuTime(up.pid())
 	}
 
-	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile, *logLevel)
+	eg, err := startEgressd(filepath.Join(dir, "new"), filepath.Join("..", ".."), plain, tlsUp, "up.test:"+cPort, cAddr, caFile,
+		egressdOpts{logLevel: *logLevel, nInv: nInv, pprof: *pprofDir != "", env: egEnv})
 	if err != nil {
 		return err
 	}
@@ -119,7 +161,7 @@ func run() error {
 	egs := []*egressdProc{eg}
 	names := []string{"egressd"}
 	if *base != "" {
-		eb, err := startEgressd(filepath.Join(dir, "base"), *base, plain, tlsUp, "up.test:"+cPort, cAddr, caFile, *logLevel)
+		eb, err := startEgressd(filepath.Join(dir, "base"), *base, plain, tlsUp, "up.test:"+cPort, cAddr, caFile, egressdOpts{logLevel: *logLevel})
 		if err != nil {
 			return fmt.Errorf("base: %w", err)
 		}
@@ -170,12 +212,24 @@ func run() error {
 		r.round = round
 		rows = append(rows, r)
 	}
+	cBase := "https://up.test:" + cPort
+	var sses []sseResult
+	var bulks []bulkResult
+	sc := streamingCfg{sse: has("sse"), bulk: has("bulk"), sseEvents: *sseEvents, sseSize: *sseSize, sseTTFB: *sseTTFB, sseGap: *sseGap,
+		bulkMiB: *bulkMiB, bulkWrite: *bulkWrite, bulkBodies: strings.Split(*bulkBodies, ","), perfDir: *perfDir}
+	var streams *streamsResult
+	if has("streams") && want("egressd") {
+		r := streamsRun(eg, up.pid(), cBase, *nStreams, *streamsGap, *streamsDur, *pprofDir)
+		streams = &r
+	}
 	for round := range *rounds {
+		ss, bs := streamingRound(round, sc, eg, up, cBase, want, loadCPU)
+		sses, bulks = append(sses, ss...), append(bulks, bs...)
 		// (c) first: with -c-ip 127.0.0.1 its upstream is a loopback
 		// credential destination, whose listener's owner egressd checks on
 		// every request, and (a) leaves tens of thousands of TIME_WAIT
 		// sockets behind.
-		if strings.Contains(*sections, "c") {
+		if has("c") {
 			if want("direct") {
 				self0 := loadCPU()
 				r := load("c", "direct", "", small, "Bearer "+secret, up.pool, *conc, *dur)
@@ -214,7 +268,7 @@ func run() error {
 			r.loadCPU = perRequest(r.loadCPU+self, r.value, *dur)
 			rows = append(rows, r)
 		}
-		if strings.Contains(*sections, "a") {
+		if has("a") {
 			if want("direct") {
 				a("direct", "", "", 0)
 			}
@@ -233,7 +287,7 @@ func run() error {
 				}
 			}
 		}
-		if strings.Contains(*sections, "b") {
+		if has("b") {
 			if want("direct") {
 				b(round, "direct", "", 0)
 			}
@@ -251,7 +305,20 @@ func run() error {
 		}
 	}
 
-	if !report(rows, *conc, *dur, *bigMB, sqErr, tpErr) {
+	pass := true
+	if len(rows) > 0 {
+		pass = report(rows, *conc, *dur, *bigMB, sqErr, tpErr)
+	}
+	if len(sses) > 0 {
+		pass = reportSSE(sses, *sseEvents, *sseGap, *sseTTFB) && pass
+	}
+	if len(bulks) > 0 {
+		pass = reportBulk(bulks, *bulkMiB, *bulkWrite, strings.Split(*bulkBodies, ",")) && pass
+	}
+	if streams != nil {
+		pass = reportStreams(*streams, *streamsGap) && pass
+	}
+	if !pass {
 		return errors.New("a target was missed (by the median over the rounds)")
 	}
 	return nil

@@ -44,13 +44,22 @@ func (p *proc) stop() {
 
 // egressdProc is egressd (with secretd) registered with two invocations:
 // "bench" (no credentials; may reach both upstreams) and "benchc" (one
-// credential for the HTTPS upstream, header:Authorization "Bearer {}").
+// credential for the HTTPS upstream, header:Authorization "Bearer {}"),
+// and as many more like "benchc" as the streams mode asks for
+// ("benchs0", "benchs1", ...: egressd bounds each invocation's tunnels
+// and in-flight requests, see streamsPerInvocation).
 type egressdProc struct {
 	procs       []*proc
 	proxy       string
 	placeholder string
+	streamInv   []invocation
 	pool        *x509.CertPool
+	pprof       string // net/http/pprof's address in the bench's pprof build, or ""
 }
+
+// invocation is a registered invocation with the credential and its
+// placeholder.
+type invocation struct{ name, placeholder string }
 
 func (e *egressdProc) stop() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
@@ -66,10 +75,15 @@ func (e *egressdProc) proxyURL(inv string) string {
 	return "http://" + inv + ":" + token + "@" + e.proxy
 }
 
-// build builds tree/cmd/name into dir.
-func build(dir, tree, name string) (string, error) {
+// build builds tree/cmd/name into dir, with go build's -overlay file
+// overlay when set.
+func build(dir, tree, name, overlay string) (string, error) {
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	args := []string{"build", "-o", bin}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = filepath.Join(tree, "cmd", name)
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -78,17 +92,39 @@ func build(dir, tree, name string) (string, error) {
 	return bin, nil
 }
 
+// egressdOpts are the bench's choices for one egressd.
+type egressdOpts struct {
+	logLevel string   // -log-level
+	nInv     int      // extra credentialed invocations for the streams section
+	pprof    bool     // build with pprofOverlay and serve net/http/pprof on a free loopback port (e.pprof)
+	env      []string // added to egressd's environment (e.g. GOGC=100)
+}
+
 // startEgressd builds secretd and egressd from tree (the repository's
 // root) into dir and starts them with their root under dir.
-func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile, logLevel string) (*egressdProc, error) {
+func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile string, o egressdOpts) (*egressdProc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	root := filepath.Join(dir, "r")
 	e := &egressdProc{}
 	var bins [2]string
+	overlay := ""
+	if o.pprof {
+		var err error
+		if overlay, err = pprofOverlay(dir, tree); err != nil {
+			return nil, err
+		}
+		if e.pprof, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
 	for i, n := range []string{"secretd", "egressd"} {
-		b, err := build(dir, tree, n)
+		ov := overlay
+		if n == "secretd" {
+			ov = ""
+		}
+		b, err := build(dir, tree, n, ov)
 		if err != nil {
 			return nil, err
 		}
@@ -100,9 +136,15 @@ func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile, logLevel string
 	}
 	e.proxy = free
 	ctx := context.Background()
-	for i, args := range [][]string{{"-root", root}, {"-root", root, "-audit-fsync", "never", "-log-level", logLevel,
+	for i, args := range [][]string{{"-root", root}, {"-root", root, "-audit-fsync", "never", "-log-level", o.logLevel,
 		"-proxy-address", free, "-ca-file", caFile, "-resolve", cHost + ":" + strings.Split(cAddr, ":")[0]}} {
 		cmd := exec.Command(bins[i], args...)
+		if i == 1 {
+			cmd.Env = append(os.Environ(), o.env...)
+			if e.pprof != "" {
+				cmd.Env = append(cmd.Env, pprofEnv+"="+e.pprof)
+			}
+		}
 		if err := cmd.Start(); err != nil {
 			e.stop()
 			return nil, err
@@ -143,6 +185,18 @@ func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile, logLevel string
 		return nil, err
 	}
 	e.placeholder = st.Placeholder
+	for i := range o.nInv {
+		name := fmt.Sprintf("benchs%d", i)
+		st, err := sd.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: "bench", Invocation: name})
+		if err == nil {
+			_, err = eg.BundleRegister(ctx, &egressdapi.BundleRegisterRequest{Invocation: name, ProxyToken: token, Handles: [][]byte{st.Handle}})
+		}
+		if err != nil {
+			e.stop()
+			return nil, fmt.Errorf("invocation %s: %w", name, err)
+		}
+		e.streamInv = append(e.streamInv, invocation{name, st.Placeholder})
+	}
 	info, err := eg.Info(ctx)
 	if err != nil {
 		e.stop()
@@ -224,6 +278,40 @@ func startWith(bin, addr, confPath, conf string, args ...string) (*proc, error) 
 }
 
 func (e *egressdProc) pid() int { return e.procs[len(e.procs)-1].cmd.Process.Pid }
+
+// rss returns process pid's resident set (VmRSS of /proc/PID/status), or
+// 0 when it cannot be read.
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// runqWait returns the time process pid's threads have spent runnable
+// but waiting for a CPU (the second field of /proc/PID/task/TID/schedstat,
+// ns; sched-stats.rst), summed over its threads, or 0 when it cannot be
+// read. On a loaded machine it says how much of a latency the scheduler
+// added.
+func runqWait(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if f := strings.Fields(string(b)); err == nil && len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += n
+		}
+	}
+	return time.Duration(sum)
+}
 
 // cpuTime returns the user+system CPU time process pid has used so far
 // (all its threads; /proc/PID/stat fields 14 and 15, in clock ticks of

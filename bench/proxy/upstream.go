@@ -106,8 +106,9 @@ func childUpstreams(caFile string, bigMB int, cIP string) error {
 }
 
 // serveUpstreams starts the three servers in this process: a 64-byte
-// answer over plain HTTP; over HTTPS, /big (bigMB MiB) and a 64-byte
-// answer to requests that carry the real credential (401 otherwise).
+// answer over plain HTTP; over HTTPS, /big (bigMB MiB) and, to requests
+// that carry the real credential (401 otherwise), the streams of
+// streamHandler or a 64-byte answer.
 func serveUpstreams(caFile string, bigMB int, cIP string) (plain, tlsUp, c string, err error) {
 	body := make([]byte, 64)
 	if plain, err = serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) })); err != nil {
@@ -130,7 +131,9 @@ func serveUpstreams(caFile string, bigMB int, cIP string) (plain, tlsUp, c strin
 			http.Error(w, "bad auth", 401)
 			return
 		}
-		w.Write(body)
+		if !streamHandler(w, r) {
+			w.Write(body)
+		}
 	})
 	if tlsUp, err = serveTLS(ca, "127.0.0.1:0", handler); err != nil {
 		return

@@ -29,12 +29,19 @@ type flags struct {
 	strip         daemon.StringList
 	maxBody       int
 	maxResponse   int
-	timeout       time.Duration
+	budget        int
+	dial          time.Duration
+	tlsHandshake  time.Duration
+	respHeader    time.Duration
+	exchangeIdle  time.Duration
+	total         time.Duration
+	oldTimeout    bool // -request-timeout was given (renamed -total-timeout)
 	anonymous     daemon.StringList
 	maxTunnels    int
 	authAudit     float64
 	invTunnels    int
 	invRequests   int
+	invStreams    int
 	maxConns      int
 	maxHeader     int
 	handshake     time.Duration
@@ -49,16 +56,30 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auditFsync, "audit-fsync", "always", "audit log fsync policy: always or never")
 	fs.Var(&f.resolve, "resolve", "static host map entry HOST:PORT:ADDR (repeatable, as curl --resolve); the only way to reach a non-public address by name")
 	fs.Var(&f.strip, "strip-response-header", "response header to remove (repeatable; default "+strings.Join(pipeline.DefaultStripResponse, ",")+")")
-	fs.IntVar(&f.maxBody, "max-request-body", 4<<20, "largest request body, bytes")
-	fs.IntVar(&f.maxResponse, "max-response-body", 4<<20, "largest response body, bytes")
-	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "longest an upstream request may take")
+	fs.IntVar(&f.maxBody, "max-request-body", 32<<20, "largest request body egressd reads whole before it sends the request, bytes")
+	fs.IntVar(&f.maxResponse, "max-response-body", 0, "largest response body, decoded bytes (0: no cap; a streamed answer past it is cut off)")
+	fs.IntVar(&f.budget, "buffer-budget", 256<<20, "bytes of request bodies all requests together may hold in memory at once; past it a request is refused with 503 server.busy")
+	fs.DurationVar(&f.dial, "dial-timeout", 10*time.Second, "longest a TCP connect to an upstream may take")
+	fs.DurationVar(&f.tlsHandshake, "tls-handshake-timeout", 10*time.Second, "longest a TLS handshake with an upstream may take")
+	fs.DurationVar(&f.respHeader, "response-header-timeout", 10*time.Minute, "longest an upstream may take to send its response header once the request is sent (a model may think for minutes)")
+	fs.DurationVar(&f.exchangeIdle, "idle-timeout", 5*time.Minute, "longest no byte may move in either direction in an exchange: the client sending its body or reading the answer, the upstream sending the answer after its header")
+	fs.DurationVar(&f.total, "total-timeout", 0, "longest a whole exchange may take, from the request to the end of the answer (0: no limit)")
+	fs.Func("request-timeout", "deprecated name of -total-timeout (accepted with a warning for one release)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		f.total, f.oldTimeout = d, true
+		return nil
+	})
 	fs.Var(&f.anonymous, "proxy-anonymous-allow", "origin or origin pattern that proxy clients without a token may reach (repeatable; none = anonymous use refused); never with credentials")
 	fs.IntVar(&f.maxTunnels, "proxy-max-tunnels", 512, "most concurrent CONNECT tunnels")
 	fs.IntVar(&f.maxHeader, "proxy-max-header-bytes", 64<<10, "largest request line and header block on the proxy face, bytes")
 	fs.DurationVar(&f.handshake, "proxy-handshake-timeout", 10*time.Second, "longest a proxy client may take to send its first request header or finish a TLS handshake")
 	fs.DurationVar(&f.idle, "proxy-idle-timeout", 120*time.Second, "longest a proxy connection or tunnel may sit idle")
 	fs.IntVar(&f.invTunnels, "proxy-max-tunnels-per-invocation", 0, "most concurrent CONNECT tunnels of one invocation (0: a quarter of -proxy-max-tunnels)")
-	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once (each may buffer a request and a response body)")
+	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once, from the request body to the answer's header (each may hold a request body)")
+	fs.IntVar(&f.invStreams, "proxy-max-streams-per-invocation", 0, "most answers (and WebSocket connections) one invocation streams at once (0: a quarter of -proxy-max-conns)")
 	fs.IntVar(&f.maxConns, "proxy-max-conns", 4096, "most open proxy client connections (TCP and Unix socket together)")
 	fs.Float64Var(&f.authAudit, "proxy-auth-audit-rate", 20, "failed proxy authentications audited per second after a burst of five times this (the rest are counted in the next record)")
 }
@@ -74,12 +95,20 @@ type Config struct {
 	Owner         loopowner.Checker
 	AuditFsync    bool
 	MaxBody       int
-	MaxResponse   int
-	Timeout       time.Duration
+	MaxResponse   int // 0: no cap
+	BufferBudget  int
+	Timeouts      timeouts
 	Strip         []string
 	ExtraCAPEM    []byte             // -ca-file's content, also put in the public CA bundle
 	Anonymous     *egressdapi.Policy // nil: anonymous proxy use refused
 	Proxy         proxyLimits
+}
+
+// timeouts are the exchange's timeouts by phase (zero Total: none).
+type timeouts struct {
+	Dial, TLSHandshake, ResponseHeader, Idle, Total time.Duration
+	// Renamed holds a warning for each deprecated flag name used.
+	Renamed []string
 }
 
 // proxyLimits are the proxy face's limits (proxy.Config).
@@ -89,6 +118,7 @@ type proxyLimits struct {
 	AuthAuditRate         float64
 	InvTunnels            int
 	InvRequests           int
+	InvStreams            int
 	MaxConns              int
 }
 
@@ -100,10 +130,11 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		HostMap:       transport.HostMap{},
 		MaxBody:       f.maxBody,
 		MaxResponse:   f.maxResponse,
-		Timeout:       f.timeout,
+		BufferBudget:  f.budget,
+		Timeouts:      timeouts{Dial: f.dial, TLSHandshake: f.tlsHandshake, ResponseHeader: f.respHeader, Idle: f.exchangeIdle, Total: f.total},
 		Strip:         f.strip,
 		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
-			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, MaxConns: f.maxConns},
+			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, InvStreams: f.invStreams, MaxConns: f.maxConns},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -144,11 +175,17 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("-audit-fsync: want always or never, got %q", f.auditFsync)
 	}
-	if c.MaxBody <= 0 || c.MaxResponse <= 0 || c.Timeout <= 0 {
-		return nil, fmt.Errorf("-max-request-body, -max-response-body and -request-timeout must be positive")
+	if f.oldTimeout {
+		c.Timeouts.Renamed = append(c.Timeouts.Renamed, "-request-timeout is now -total-timeout; the old name goes in the next release")
+	}
+	if c.MaxBody <= 0 || c.BufferBudget < c.MaxBody || c.MaxResponse < 0 {
+		return nil, fmt.Errorf("-max-request-body must be positive, -buffer-budget at least -max-request-body, -max-response-body not negative")
+	}
+	if f.dial <= 0 || f.tlsHandshake <= 0 || f.respHeader <= 0 || f.exchangeIdle <= 0 || f.total < 0 {
+		return nil, fmt.Errorf("-dial-timeout, -tls-handshake-timeout, -response-header-timeout and -idle-timeout must be positive, -total-timeout not negative")
 	}
 	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) ||
-		f.invTunnels < 0 || f.invRequests <= 0 || f.maxConns <= 0 {
+		f.invTunnels < 0 || f.invRequests <= 0 || f.invStreams < 0 || f.maxConns <= 0 {
 		return nil, fmt.Errorf("the -proxy-* limits must be positive")
 	}
 	if len(f.anonymous) > 0 {

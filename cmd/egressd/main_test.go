@@ -20,8 +20,10 @@ import (
 	"hostkit.dev/lib/rpc"
 )
 
-// secretdBin is the real secretd, built once by TestMain.
-var secretdBin string
+// secretdBin is the real secretd and egressdBin this egressd, built
+// once by TestMain (egressdBin without the race detector, for tests that
+// measure its memory or move many bytes through it).
+var secretdBin, egressdBin string
 
 func TestMain(m *testing.M) { os.Exit(mainTest(m)) }
 
@@ -37,6 +39,11 @@ func mainTest(m *testing.M) int {
 	build.Dir = filepath.Join("..", "secretd")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building secretd: %v\n%s", err, out)
+		return 1
+	}
+	egressdBin = filepath.Join(dir, "egressd")
+	if out, err := exec.Command("go", "build", "-o", egressdBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building egressd: %v\n%s", err, out)
 		return 1
 	}
 	code := m.Run()
@@ -114,6 +121,10 @@ type egressd struct {
 	rpc    *rpc.Client
 	stderr *lockedBuf
 	root   string
+	pid    int // of a separate process (startEgressdProc); 0 in process
+	// stop stops egressd and returns run's error; it runs once (the
+	// test's cleanup calls it too).
+	stop func() error
 }
 
 func startEgressd(t *testing.T, root string, args ...string) *egressd {
@@ -126,11 +137,38 @@ func startEgressd(t *testing.T, root string, args ...string) *egressd {
 	}()
 	e.rpc = rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 10*time.Second)
 	e.api = egressdapi.NewClient(e.rpc)
-	t.Cleanup(func() {
+	e.stop = sync.OnceValue(func() error {
 		e.rpc.Close()
 		cancel()
-		if err := <-done; err != nil {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := e.stop(); err != nil {
 			t.Errorf("egressd run: %v", err)
+		}
+	})
+	waitHealthy(t, e.rpc)
+	return e
+}
+
+// startEgressdProc runs egressdBin as a child process.
+func startEgressdProc(t *testing.T, root string, args ...string) *egressd {
+	t.Helper()
+	e := &egressd{stderr: &lockedBuf{}, root: root}
+	cmd := exec.Command(egressdBin, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = e.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.pid = cmd.Process.Pid
+	e.rpc = rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 10*time.Second)
+	e.api = egressdapi.NewClient(e.rpc)
+	t.Cleanup(func() {
+		e.rpc.Close()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("egressd: %v\n%s", err, e.stderr.String())
 		}
 	})
 	waitHealthy(t, e.rpc)

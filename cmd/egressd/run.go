@@ -75,22 +75,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer secretd.Close()
 	reg := bundle.NewRegistry(secretdapi.NewClient(secretd), env.Scrubber)
 	defer reg.DropAll()
-	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{face.bound}})
+	to := cfg.Timeouts
+	for _, w := range to.Renamed {
+		env.Logger.Warn("egressd.flag_renamed", slog.String("msg", w))
+	}
+	tr := transport.New(transport.Config{HostMap: cfg.HostMap, RootCAs: cfg.RootCAs, Forbidden: []netip.AddrPort{face.bound},
+		DialTimeout: to.Dial, TLSHandshakeTimeout: to.TLSHandshake, ResponseHeaderTimeout: to.ResponseHeader})
 	defer tr.Close()
 	p := pipeline.New(pipeline.Config{
 		Registry: reg, Transport: tr, Owner: cfg.Owner, Audit: al, Logger: env.Logger,
 		Limits:      request.Limits{MaxBody: cfg.MaxBody},
-		MaxResponse: cfg.MaxResponse, Timeout: cfg.Timeout, StripResponse: cfg.Strip,
+		MaxResponse: cfg.MaxResponse, IdleTimeout: to.Idle, TotalTimeout: to.Total, StripResponse: cfg.Strip,
 	})
 	srv := &server.Server{Registry: reg, Pipeline: p, Audit: al, Logger: env.Logger, Info: egressdapi.InfoResponse{
 		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: face.bound.String(), ProxySocket: cfg.ProxySocket,
-	}}
+	}, StreamIdle: to.Idle}
 	px := proxy.New(proxy.Config{
 		Registry: reg, Pipeline: p, Transport: tr, CA: face.ca, Audit: al, Logger: env.Logger, Anonymous: anon,
 		MaxTunnels: cfg.Proxy.MaxTunnels, HandshakeTimeout: cfg.Proxy.Handshake, IdleTimeout: cfg.Proxy.Idle,
-		RequestTimeout: cfg.Timeout, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
+		ExchangeIdle: to.Idle, BufferBudget: cfg.BufferBudget, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
 		AuthAuditRate: cfg.Proxy.AuthAuditRate, AuthAuditBurst: int(max(1, 5*cfg.Proxy.AuthAuditRate)),
 		MaxTunnelsPerInvocation: cfg.Proxy.InvTunnels, MaxRequestsPerInvocation: cfg.Proxy.InvRequests, MaxConns: cfg.Proxy.MaxConns,
+		MaxStreamsPerInvocation: cfg.Proxy.InvStreams,
 	})
 	defer px.Close()
 	// secretd's socket is logged as broker_socket: a key that names
@@ -102,8 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc.Roles = r
 	svc.Audit = daemon.AuditSink(al, env.Logger)
 	svc.Ops = append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra))
-	// egress.request answers can be slow: an upstream may take up to
-	// -request-timeout.
+	// egress.request answers can be slow: the caller's deadline bounds
+	// them (lib/rpc), up to 10 minutes. Each open egress.request_stream
+	// holds one of these connections until its answer ends.
 	svc.RPC = rpc.Config{MaxConns: 256}
 	svc.Actors = face.actors(px)
 	return svc.Run(ctx)

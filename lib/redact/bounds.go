@@ -93,8 +93,10 @@ func MaxSpan(n int) int { return n * SpanExact }
 // form (exact or separated hex), a gap after every character of it, and
 // each of MaxDecodeLevels levels of escapes spelling every byte with
 // SpanEscape bytes and a soft line break. It is large (the levels
-// multiply); a streaming scanner would rather undo escapes as the text
-// passes and hold back only what the innermost forms need.
+// multiply), so Stream and Detector do not hold back this much: they
+// undo escapes as the text passes and hold back only an unfinished
+// escape at each level and what the innermost forms need (a partial
+// match, at most the longest form).
 func MaxDecodedSpan(n int) int {
 	span := n * max(SpanExact, SpanSeparatedHex) * (1 + SpanGap)
 	for range MaxDecodeLevels {

@@ -50,24 +50,34 @@ func (s *Scrubber) ContainsDecoded(b []byte) bool {
 	if bytes.IndexAny(b, "\\&%=+\r\n") < 0 {
 		return false
 	}
-	// A view that does not nest, read once: '+' as a space (forms).
-	if bytes.IndexByte(b, '+') >= 0 {
+	// A view that does not nest, read once: '+' as a space (forms). It is
+	// read whether or not the text has a '+', so that what a stream has
+	// read of it never depends on a '+' that comes later; without one it
+	// is the first round before references are undone.
+	plus := bytes.IndexByte(b, '+') >= 0
+	if plus {
 		if v := unescapePlus(b, true); m.contains(v) || m.spaced(v) {
 			return true
 		}
 	}
 	for round := range MaxDecodeLevels {
 		d := unescape(b)
+		if round == 0 && !plus && bytes.IndexByte(d, '&') >= 0 && (m.contains(d) || m.spaced(d)) {
+			return true // the '+' view (references change d below)
+		}
 		if bytes.IndexByte(d, '&') >= 0 {
 			capNumericRefs(d)
 			// html.UnescapeString returns its argument when it has
 			// nothing to undo and a new string otherwise: neither copy
-			// is needed (nothing writes to a string's bytes here).
-			if u := html.UnescapeString(unsafe.String(unsafe.SliceData(d), len(d))); len(u) != len(d) {
+			// is needed (nothing writes to a string's bytes here). Its
+			// result is taken whenever it differs from d.
+			if u := html.UnescapeString(unsafe.String(unsafe.SliceData(d), len(d))); u != unsafe.String(unsafe.SliceData(d), len(d)) {
 				d = unsafe.Slice(unsafe.StringData(u), len(u))
 			}
 		}
-		undone := len(d) != len(b)
+		// Escapes were undone when the text changed (not only its
+		// length: a reference may decode to as many bytes as it takes).
+		undone := len(d) != len(b) || !bytes.Equal(d, b)
 		if !undone && round > 0 { // this text's views were read last round
 			return false
 		}

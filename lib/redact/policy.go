@@ -5,7 +5,11 @@
 //     redacts well-known secret shapes in free text (key=value pairs, HTTP
 //     Authorization schemes, URL userinfo, sensitive query parameters);
 //   - Scrubber, which removes registered secret values and their common
-//     encodings (percent, base64, hex) from any text;
+//     encodings (percent, base64, hex) from any text, and finds the forms
+//     it cannot remove (ContainsDecoded); Stream and Detector do both on
+//     a body that arrives in pieces, holding back only what may still
+//     begin a value and agreeing with the buffered methods on every
+//     split;
 //   - Secret, a holder for raw material that never prints, marshals or logs
 //     its contents;
 //   - NewHandler, an slog.Handler that applies the policy and a Scrubber to

@@ -12,9 +12,6 @@ import (
 // Shorter values would match ordinary text far too often.
 const MinValueLen = 4
 
-// maxScrubPasses bounds re-scrubbing; see Scrubber.Scrub.
-const maxScrubPasses = 4
-
 // Scrubber replaces registered secret values, and their encodings, with
 // Redacted wherever they appear in text. It is safe for concurrent use; a
 // Scrubber must be made with NewScrubber (the zero value panics on
@@ -33,7 +30,8 @@ const maxScrubPasses = 4
 // (escapes undone, separated hex, invisible characters inserted), and
 // ContainsInHost those of a host name (any case, base32, a value split
 // over labels); MaxSpan, MaxDecodedSpan and the constants beside them
-// bound every form. Other
+// bound every form. Stream and Detector do what ScrubBytes and
+// ContainsDecoded do on a body that arrives in pieces. Other
 // encodings (gzip, a value split other ways, reversed...) are not
 // detected.
 //
@@ -161,26 +159,20 @@ func (s *Scrubber) load() *matcher {
 
 // Scrub returns str with every registered pattern replaced by Redacted,
 // leftmost first and longest first at one position. If a replacement
-// creates a new occurrence (a pattern overlapping Redacted), Scrub
-// repeats, and returns Redacted alone if text still matches after a few
-// passes. When nothing matches it returns str without allocating. The
-// result never contains a registered pattern, so Scrub is idempotent.
+// creates a new occurrence (a pattern overlapping Redacted), the new
+// match and the marker merge into one Redacted, and Scrub goes on until
+// nothing matches (see replacer). When nothing matches it returns str
+// without allocating. The result never contains a registered pattern, so
+// Scrub is idempotent; a Stream gives the same result piece by piece.
 func (s *Scrubber) Scrub(str string) string {
 	m := s.load()
 	if m == nil {
 		return str
 	}
-	for range maxScrubPasses {
-		i, j := m.find(str, 0)
-		if i < 0 {
-			return str
-		}
-		str = m.replace(str, i, j)
-	}
 	if i, _ := m.find(str, 0); i < 0 {
 		return str
 	}
-	return Redacted
+	return replaceAll(m, str)
 }
 
 // ScrubBytes is Scrub for bytes. It returns b itself when nothing matches,
@@ -218,6 +210,7 @@ type matcher struct {
 	pairs   [65536 / 64]uint64
 	shift   [65536]uint8  // see buildShift
 	byFirst [256][]string // longest first
+	auto    automata      // for the streaming scanners, built on first use
 }
 
 // find returns the leftmost match at or after from, longest at that
@@ -242,19 +235,4 @@ func (m *matcher) find(s string, from int) (i, j int) {
 		i++
 	}
 	return -1, -1
-}
-
-// replace replaces the match [i, j) and every later match in s.
-func (m *matcher) replace(s string, i, j int) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	last := 0
-	for i >= 0 {
-		b.WriteString(s[last:i])
-		b.WriteString(Redacted)
-		last = j
-		i, j = m.find(s, j)
-	}
-	b.WriteString(s[last:])
-	return b.String()
 }

@@ -33,7 +33,7 @@ const minSeparatedHex = 2 * MinValueLen
 
 // separatedHex reports whether b holds a pattern of m spelled in hex
 // pairs, any case, with runs of 1 to MaxHexSeparators separator bytes
-// between some pairs. A match lies in a stretch of at least minStretch
+// between some pairs (at least one such run inside the match). A match lies in a stretch of at least minStretch
 // bytes that are all hex digits or separators. Such stretches are found
 // as a string search finds a word: a window of minStretch bytes is read
 // from its end backwards, and a byte outside the class moves the window
@@ -106,10 +106,11 @@ func (m *matcher) separatedHexIn(b []byte) bool {
 }
 
 // findPairs reports whether run (hex digits and separator runs, starting
-// and ending with a digit) holds a pattern of m once its separators are
-// removed and its digits lowered, where every removed separator run stood
-// between two pairs of that pattern (an even number of digits after the
-// pattern's start).
+// and ending with a digit) holds a pattern of m, at least minSeparatedHex
+// digits long, once its separators are removed and its digits lowered,
+// where the pattern spans at least one removed separator run and every
+// one it spans stood between two of its pairs (an even number of digits
+// after the pattern's start).
 func (m *matcher) findPairs(run []byte) bool {
 	var bufArr [256]byte
 	var cutArr [64]int
@@ -128,7 +129,7 @@ func (m *matcher) findPairs(run []byte) bool {
 			return false
 		}
 		for _, p := range m.byFirst[s[i]] {
-			if len(p) <= len(s)-i && s[i:i+len(p)] == p && pairAligned(cuts, i, i+len(p)) {
+			if len(p) >= minSeparatedHex && len(p) <= len(s)-i && s[i:i+len(p)] == p && pairAligned(cuts, i, i+len(p)) {
 				return true
 			}
 		}
@@ -136,15 +137,22 @@ func (m *matcher) findPairs(run []byte) bool {
 	}
 }
 
-// pairAligned reports whether every cut strictly inside [i, j) is an even
-// number of digits after i.
+// pairAligned reports whether some cut lies strictly inside [i, j) and
+// every such cut is an even number of digits after i. A match is judged
+// by the text it spans alone (a separator elsewhere in the run does not
+// make plain hex "separated"), so that a stream can decide it without
+// waiting for the end of the run.
 func pairAligned(cuts []int, i, j int) bool {
+	inside := false
 	for _, c := range cuts {
-		if c > i && c < j && (c-i)%2 != 0 {
-			return false
+		if c > i && c < j {
+			if (c-i)%2 != 0 {
+				return false
+			}
+			inside = true
 		}
 	}
-	return true
+	return inside
 }
 
 // invisibleAt returns the length of the invisible character at the start

@@ -86,15 +86,19 @@ func (c *Client) Call(ctx context.Context, op string, req, resp any, opts ...Cal
 
 // OpenStream sends a stream op and, once the server accepts it, returns the
 // stream on a connection of its own (the client's shared connection is not
-// used). The accepting body is decoded into resp.
+// used). The accepting body is decoded into resp. When the op is refused,
+// that connection is closed with the refusal: it serves nothing else, and
+// the server would otherwise hold it until its idle timeout.
 func (c *Client) OpenStream(ctx context.Context, op string, req, resp any) (*Stream, error) {
 	sc := &Client{path: c.path, timeout: c.timeout, maxFrame: c.maxFrame}
 	conn, r, err := sc.send(ctx, op, req, nil)
 	if err != nil {
+		sc.drop()
 		return nil, err
 	}
 	ans, err := sc.receive(ctx, conn, r)
 	if err != nil {
+		sc.drop()
 		return nil, err
 	}
 	if resp != nil {

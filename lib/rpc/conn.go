@@ -28,6 +28,32 @@ type Call struct {
 	Idem     string
 	Corr     string
 	Body     []byte
+
+	kept    any       // what the Handler kept for its StreamFunc (Keep)
+	release func(any) // releases kept when the stream does not start
+}
+
+// Keep hands v from an op's Handler to its StreamFunc, which reads it
+// back with Kept: something the Handler opened for the stream it
+// accepts (an upstream answer under way, a connection to a holder). When
+// the stream does not start — the Handler returned an error or panicked
+// after Keep, the op has no StreamFunc, or the accepting response could
+// not be written (the peer went away) — the server calls release(v)
+// instead, once, after the Handler returned, so nothing the Handler
+// opened is left behind. Once the StreamFunc runs, v is its to close.
+// Call Keep at most once, from the Handler; release may be nil.
+func (c *Call) Keep(v any, release func(any)) { c.kept, c.release = v, release }
+
+// Kept returns the value the op's Handler passed to Keep (nil: none).
+func (c *Call) Kept() any { return c.kept }
+
+// releaseKept releases what Keep holds, if anything, once.
+func (c *Call) releaseKept() {
+	v, release := c.kept, c.release
+	c.kept, c.release = nil, nil
+	if release != nil {
+		release(v)
+	}
 }
 
 // Decode decodes the body strictly into v (a pointer to the op's request
@@ -260,6 +286,12 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 	rctx := newReqCtx(WithCorr(hctx, req.Corr), call.Deadline)
 	defer rctx.stop()
 	body, werr := s.run(rctx, c, op, call)
+	streaming := false
+	defer func() {
+		if !streaming {
+			call.releaseKept() // the stream never started: free what its Handler kept
+		}
+	}()
 	resp := &wire.Response{ID: req.ID, OK: werr == nil, Body: body}
 	if werr != nil {
 		resp.Err = errBody(werr)
@@ -279,6 +311,7 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 	// read fails at once, and it may still Send a last frame.
 	stopRead := context.AfterFunc(sctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
 	defer stopRead()
+	streaming = true // what the Handler kept is the StreamFunc's now
 	if err := op.Stream(sctx, call, st); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 		we := wire.AsError(err)
 		if sctx.Err() != nil && we.Code == wire.CodeInternal {

@@ -320,6 +320,15 @@ func TestStreamFrames(t *testing.T) {
 		{name: "exit 137", f: StreamFrame{T: StreamExit, Status: 137}, want: m("status", 137, "t", "exit"), ends: true},
 		{name: "exit negative", f: StreamFrame{T: StreamExit, Status: -1}, want: m("status", -1, "t", "exit"), ends: true},
 		{name: "error", f: StreamFrame{T: StreamError, Code: CodeStreamClosed, Msg: "closed"}, want: m("code", CodeStreamClosed, "msg", "closed", "t", "error"), ends: true},
+		// {h: [{name: "X-Sum", value: "ok"}], t: "trailers"}, byte by byte.
+		{name: "trailers", f: StreamFrame{T: StreamTrailers, H: []HeaderField{{Name: "X-Sum", Value: "ok"}}},
+			want: mustHex("82 a168 91 82 a46e616d65 a5582d53756d a576616c7565 a26f6b a174 a8747261696c657273")},
+		// An empty value is an absent key: {name: "X-Empty"}.
+		{name: "trailers, empty value", f: StreamFrame{T: StreamTrailers, H: []HeaderField{{Name: "X-Empty"}}},
+			want: mustHex("82 a168 91 81 a46e616d65 a7582d456d707479 a174 a8747261696c657273")},
+		{name: "trailers, repeats in order", f: StreamFrame{T: StreamTrailers, H: []HeaderField{{Name: "B", Value: "2"}, {Name: "A", Value: "1"}, {Name: "B", Value: "1"}}},
+			want: m("h", arr(m("name", "B", "value", "2"), m("name", "A", "value", "1"), m("name", "B", "value", "1")), "t", "trailers")},
+		{name: "trailers, none", f: StreamFrame{T: StreamTrailers}, want: mustHex("81 a174 a8747261696c657273")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -354,6 +363,23 @@ func TestDecodeStreamFrameRejects(t *testing.T) {
 		{name: "negative cols", in: m("cols", -1, "t", "resize"), code: CodeFrameMalformed},
 		{name: "non-canonical", in: mustHex("81 a174 d9 03 656f66"), code: CodeFrameMalformed},
 		{name: "not a map", in: arr(str("t")), code: CodeFrameMalformed},
+		{name: "trailers: h as a map", in: m("h", m("name", "a"), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: h as str", in: m("h", "a: b", "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: entry as str", in: m("h", arr(str("a")), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: name as bin", in: m("h", arr(m("name", bin([]byte("a")))), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: value as int", in: m("h", arr(m("name", "a", "value", 1)), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: value as bin", in: m("h", arr(m("name", "a", "value", bin([]byte("v")))), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: entry without name", in: m("h", arr(m("value", "v")), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: empty entry", in: m("h", arr(m()), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: unknown entry field", in: m("h", arr(m("name", "a", "zz", 1)), "t", "trailers"), code: CodeRequestUnknownField},
+		{name: "trailers: entry keys unsorted", in: mustHex("82 a168 91 82 a576616c7565 a176 a46e616d65 a16e a174 a8747261696c657273"), code: CodeFrameMalformed},
+		{name: "trailers: with b", in: m("b", bin([]byte("x")), "h", arr(m("name", "a")), "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: with code", in: m("code", "x.y", "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: with status", in: m("status", 1, "t", "trailers"), code: CodeFrameMalformed},
+		{name: "trailers: unknown field", in: m("t", "trailers", "x", 1), code: CodeRequestUnknownField},
+		{name: "trailers: t in another case", in: m("t", "Trailers"), code: CodeFrameMalformed},
+		{name: "h on data", in: m("b", bin([]byte("x")), "h", arr(m("name", "a")), "t", "data"), code: CodeFrameMalformed},
+		{name: "h on eof", in: m("h", arr(m("name", "a")), "t", "eof"), code: CodeFrameMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

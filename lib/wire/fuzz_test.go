@@ -37,6 +37,8 @@ func hostilePayloads() map[string][]byte {
 		"body-unknown-nested":             m("in", m("zz", 1)),
 		"body-overflow-uint8":             m("in", m("count", 256)),
 		"stream-exit":                     m("status", -1, "t", "exit"),
+		"stream-trailers":                 m("h", arr(m("name", "X-Sum", "value", "ok"), m("name", "X-Empty")), "t", "trailers"),
+		"stream-trailers-unknown-entry":   m("h", arr(m("name", "a", "zz", 1)), "t", "trailers"),
 		"empty":                           {},
 	}
 	for name, b := range bombs {
@@ -81,10 +83,11 @@ func seedCorpora(t testing.TB) map[string]map[string][]byte {
 	frames["hostile-truncated-payload"] = append(header(10), 1, 2)
 	frames["hostile-two-frames"] = AppendFrame(AppendFrame(nil, []byte{1}), []byte{0xc3})
 	return map[string]map[string][]byte{
-		"FuzzReadFrame":       frames,
-		"FuzzDecodeEnvelope":  payloads,
-		"FuzzValidate":        payloads,
-		"FuzzUnmarshalStrict": payloads,
+		"FuzzReadFrame":         frames,
+		"FuzzDecodeEnvelope":    payloads,
+		"FuzzValidate":          payloads,
+		"FuzzUnmarshalStrict":   payloads,
+		"FuzzDecodeStreamFrame": payloads,
 	}
 }
 
@@ -287,4 +290,48 @@ func FuzzUnmarshalStrict(f *testing.F) {
 			t.Fatalf("re-encoding is not a fixed point: %v", err)
 		}
 	})
+}
+
+func FuzzDecodeStreamFrame(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := DecodeStreamFrame(data)
+		if err != nil {
+			if fr != nil {
+				t.Fatal("a frame with an error")
+			}
+			if c := CodeOf(err); c != CodeFrameMalformed && c != CodeRequestUnknownField {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		// The canonical re-encoding decodes to the same frame and is a
+		// fixed point (an explicit zero in the input is absent in it).
+		enc, err := Marshal(fr)
+		if err != nil {
+			t.Fatalf("Marshal of a decoded frame: %v", err)
+		}
+		again, err := DecodeStreamFrame(enc)
+		if err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(normalFrame(again), normalFrame(fr)) {
+			t.Fatalf("round trip changed the frame: %+v != %+v", again, fr)
+		}
+		if enc2, err := Marshal(again); err != nil || !bytes.Equal(enc2, enc) {
+			t.Fatalf("re-encoding is not a fixed point: %v", err)
+		}
+	})
+}
+
+// normalFrame returns f with empty slices as nil: an explicit empty b or
+// h decodes as an empty slice, its re-encoding (absent) as nil.
+func normalFrame(f *StreamFrame) StreamFrame {
+	n := *f
+	if len(n.B) == 0 {
+		n.B = nil
+	}
+	if len(n.H) == 0 {
+		n.H = nil
+	}
+	return n
 }

@@ -50,6 +50,22 @@ func (c *Client) Request(ctx context.Context, req *RequestRequest) (*RequestResp
 	return &out, c.c.Call(ctx, OpEgressRequest, req, &out)
 }
 
+// RequestStream sends one mediated HTTP request, as Request does, and
+// returns the answer as soon as its header has arrived: the body is read
+// from the returned stream as egressd passes it on. ctx (its deadline)
+// bounds the time to that header only, not the stream's life; the caller
+// must Close the stream, which ends the upstream request if the body has
+// not ended. Errors are Request's (the same codes, from the same checks),
+// and an answer egressd could not start (egress.upstream_error, ...).
+func (c *Client) RequestStream(ctx context.Context, req *RequestRequest) (*ResponseStream, error) {
+	var acc RequestStreamResponse
+	st, err := c.c.OpenStream(ctx, OpEgressRequestStream, req, &acc)
+	if err != nil {
+		return nil, err
+	}
+	return &ResponseStream{Status: acc.Status, Headers: acc.Headers, st: st}, nil
+}
+
 // Stats returns accounting for one invocation ("" = every bundle).
 func (c *Client) Stats(ctx context.Context, invocation string) (*StatsResponse, error) {
 	var out StatsResponse

@@ -9,6 +9,7 @@ const (
 	CodeBundleOwnerMismatch  = "bundle.owner_mismatch"     // bundle.drop named an owner the bundle does not carry: nothing was dropped
 	CodeBundleUnknown        = "bundle.unknown_invocation" // no bundle for that invocation
 	CodeAddressForbidden     = "egress.address_forbidden"  // the host resolves to (or is) a non-public address the operator did not map
+	CodeClientClosed         = "egress.client_closed"      // the client went away before the answer's end: the upstream request was ended (audit only)
 	CodeHeaderInvalid        = "egress.header_invalid"     // CR, LF, NUL or CTL in a header, a bad name, Host mismatch, CL+TE
 	CodeInjectionConflict    = "egress.injection_conflict" // the staged target is already present (header without overwrite, query param)
 	CodeInjectionFailed      = "egress.injection_failed"   // the staged target cannot be filled (bad JSON body, duplicate keys, missing parent)
@@ -20,6 +21,7 @@ const (
 	CodePlaceholderMisuse    = "egress.placeholder_misuse"
 	CodePlaintextCredential  = "egress.plaintext_credential" // a credential would travel over plaintext to a non-loopback host
 	CodePolicyDenied         = "egress.policy_denied"
+	CodeResponseAborted      = "egress.response_aborted" // a streamed answer was cut off before a held value it holds in a form that cannot be removed in place
 	CodeResponseTooLarge     = "egress.response_too_large"
 	CodeResponseUndecodable  = "egress.response_undecodable" // a compressed response body that cannot be scanned
 	CodeSecretInRequest      = "egress.secret_in_request"
@@ -36,6 +38,7 @@ var Codes = []string{
 	CodeBundleOwnerMismatch,
 	CodeBundleUnknown,
 	CodeAddressForbidden,
+	CodeClientClosed,
 	CodeHeaderInvalid,
 	CodeInjectionConflict,
 	CodeInjectionFailed,
@@ -47,6 +50,7 @@ var Codes = []string{
 	CodePlaceholderMisuse,
 	CodePlaintextCredential,
 	CodePolicyDenied,
+	CodeResponseAborted,
 	CodeResponseTooLarge,
 	CodeResponseUndecodable,
 	CodeSecretInRequest,

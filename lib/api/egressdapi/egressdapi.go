@@ -14,7 +14,12 @@ const (
 	OpBundleList     = "bundle.list"
 	OpEgressInfo     = "egress.info"
 	OpEgressRequest  = "egress.request"
-	OpEgressStats    = "egress.stats"
+	// OpEgressRequestStream is egress.request with the answer streamed:
+	// the same request body, an accepting answer with the status and
+	// headers (RequestStreamResponse), then the body in data frames as
+	// it arrives, the trailers, and eof (docs/egressd.md, "Ops").
+	OpEgressRequestStream = "egress.request_stream"
+	OpEgressStats         = "egress.stats"
 )
 
 // Roles (DESIGN.md's role table).
@@ -149,6 +154,27 @@ type RequestResponse struct {
 	Status  int      `msgpack:"status"`
 }
 
+// StreamDataMax is the most body bytes one data frame of an
+// egress.request_stream answer carries: 64 KiB. A frame carries what the
+// pipeline released at once, so a small event is never held back to fill
+// one.
+const StreamDataMax = 64 << 10
+
+// RequestStreamResponse accepts an egress.request_stream (whose request
+// is a RequestRequest): the upstream's status and sanitized headers, as in
+// RequestResponse, without Content-Length (the body's length changes when
+// a held value is scrubbed out of it) or the framing headers. The body
+// follows in stream frames (docs/protocol.md, "Stream frames"): data
+// frames of 1 to StreamDataMax bytes, at most one trailers frame, then
+// eof; or an error frame when egressd cut the answer off
+// (egress.response_aborted, egress.response_too_large, egress.timeout,
+// egress.upstream_error, egress.response_undecodable) or stopped
+// (server.shutting_down).
+type RequestStreamResponse struct {
+	Headers []Header `msgpack:"headers"` // sorted by name; repeats kept in order
+	Status  int      `msgpack:"status"`  // the upstream's status code, 100-999
+}
+
 // StatsRequest asks for accounting; Invocation "" means every bundle.
 type StatsRequest struct {
 	Invocation string `msgpack:"invocation"`
@@ -160,8 +186,12 @@ type InvocationStats struct {
 	// NetworkEgressBytes counts outbound request bytes only (request line,
 	// headers and body as sent), never response bytes.
 	NetworkEgressBytes uint64 `msgpack:"network_egress_bytes"`
-	Refused            uint64 `msgpack:"refused"`  // requests refused
-	Requests           uint64 `msgpack:"requests"` // requests sent upstream
+	// NetworkIngressBytes counts response body bytes passed on to the
+	// client (after scrubbing), as they pass: an open stream's bytes
+	// count before it ends.
+	NetworkIngressBytes uint64 `msgpack:"network_ingress_bytes"`
+	Refused             uint64 `msgpack:"refused"`  // requests refused
+	Requests            uint64 `msgpack:"requests"` // requests sent upstream
 }
 
 // StatsResponse lists bundles sorted by invocation.

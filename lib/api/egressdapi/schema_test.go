@@ -12,7 +12,7 @@ func TestSchemas(t *testing.T) {
 	t.Parallel()
 	for _, v := range []any{
 		AllowRule{}, Policy{}, BundleRegisterRequest{}, BundleRegisterResponse{}, BundleDropRequest{},
-		BundleDropResponse{}, BundleListRequest{}, BundleInfo{}, BundleListResponse{}, InfoResponse{}, Header{}, RequestRequest{}, RequestResponse{},
+		BundleDropResponse{}, BundleListRequest{}, BundleInfo{}, BundleListResponse{}, InfoResponse{}, Header{}, RequestRequest{}, RequestResponse{}, RequestStreamResponse{},
 		StatsRequest{}, InvocationStats{}, StatsResponse{},
 	} {
 		is.New(t).NoErr(wire.CheckSchema(v))

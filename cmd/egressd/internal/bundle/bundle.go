@@ -62,6 +62,7 @@ type Bundle struct {
 	gone    chan struct{} // closed by zero; nil for a bundle that is never dropped
 
 	egressBytes atomic.Uint64
+	ingress     atomic.Uint64 // response body bytes passed on
 	requests    atomic.Uint64
 	refused     atomic.Uint64
 }
@@ -115,16 +116,20 @@ func (b *Bundle) AddEgress(n uint64) {
 	b.requests.Add(1)
 }
 
+// AddIngress adds n response body bytes passed on to the client.
+func (b *Bundle) AddIngress(n uint64) { b.ingress.Add(n) }
+
 // AddRefused counts one refused request.
 func (b *Bundle) AddRefused() { b.refused.Add(1) }
 
 // Stats returns the bundle's accounting.
 func (b *Bundle) Stats() egressdapi.InvocationStats {
 	return egressdapi.InvocationStats{
-		Invocation:         b.Invocation,
-		NetworkEgressBytes: b.egressBytes.Load(),
-		Refused:            b.refused.Load(),
-		Requests:           b.requests.Load(),
+		Invocation:          b.Invocation,
+		NetworkEgressBytes:  b.egressBytes.Load(),
+		NetworkIngressBytes: b.ingress.Load(),
+		Refused:             b.refused.Load(),
+		Requests:            b.requests.Load(),
 	}
 }
 

@@ -2,13 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"io"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/cmd/egressd/internal/transport"
+	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/audit"
 	"hostkit.dev/lib/wire"
 )
@@ -16,101 +17,26 @@ import (
 // OpRequest is the op name in audit records.
 const OpRequest = "egress.request"
 
-// Do runs one request through every step. Refusals are typed errors with
-// the codes of lib/api/egressdapi; the error's Msg never holds a value.
+// Do runs one request through every step and returns the answer with
+// its body read whole (at most MaxBuffered bytes: the buffered op answers
+// in one frame). Refusals are typed errors with the codes of
+// lib/api/egressdapi; the error's Msg never holds a value.
 func (p *Pipeline) Do(ctx context.Context, in Input) (*Output, error) {
-	d := &decision{in: in, start: time.Now()}
-	out, err := p.do(ctx, in, d)
-	d.finish(p, err)
-	return out, err
-}
-
-func (p *Pipeline) do(ctx context.Context, in Input, d *decision) (*Output, error) {
-	b, err := in.Bundle, error(nil)
-	if b == nil {
-		if b, err = p.cfg.Registry.Get(in.Invocation); err != nil {
-			return nil, p.refuse(ctx, d, nil, err)
-		}
-	}
-	resolve, place := p.Resolve, p.Inject
-	if in.Substitute {
-		resolve, place = p.Placements, p.Substitute
-	}
-	if err := p.ScanHost(in, nil); err != nil { // as written: before a parse error could quote it
-		return nil, p.refuse(ctx, d, b, err)
-	}
-	rec, err := p.Validate(in)
+	st, err := p.DoStream(ctx, in)
 	if err != nil {
-		return nil, p.refuse(ctx, d, b, err)
+		return nil, err
 	}
-	d.rec = rec
-	if err := p.ScanHost(in, rec); err != nil {
-		// The host holds a value: the record and the log line name the
-		// origin without it.
-		d.origin = redactedOrigin(rec)
-		return nil, p.refuse(ctx, d, b, err)
+	defer st.Close()
+	max := p.cfg.MaxBuffered
+	body, err := io.ReadAll(io.LimitReader(st, int64(max)+1))
+	if err == nil && len(body) > max {
+		err = wire.Errorf(egressdapi.CodeResponseTooLarge, "response body is larger than %d bytes, the most a buffered answer carries in one frame; the proxy face streams larger ones", max)
+		st.fail(err)
 	}
-	d.origin = rec.OriginString()
-	attach, err := resolve(b, rec)
 	if err != nil {
-		return nil, p.refuse(ctx, d, b, err)
+		return nil, err
 	}
-	if err := p.Policy(b, rec); err != nil {
-		return nil, p.refuse(ctx, d, b, err)
-	}
-	if err := p.Scan(rec); err != nil {
-		return nil, p.refuse(ctx, d, b, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	route, owners, err := p.Route(ctx, rec, attach)
-	if err != nil {
-		return nil, p.refuse(ctx, d, b, err)
-	}
-	d.route, d.owners, d.address = route, owners, route.Addr.String()
-	sent, err := place(b, rec, attach)
-	if err != nil {
-		return nil, p.refuse(ctx, d, b, err)
-	}
-	d.creds = d.credBuf[:0]
-	for _, c := range attach {
-		d.creds = append(d.creds, c.Name)
-	}
-	if len(d.creds) > 0 {
-		d.credsVal = slog.AnyValue(d.creds) // boxed once for both records
-	}
-	d.bytesOut = p.RequestBytes(sent)
-	pair, err := p.cfg.Audit.Begin(ctx, d.record(audit.OutcomePending, ""))
-	if err != nil {
-		return nil, p.refuse(ctx, d, b, wire.Wrap(wire.CodeInternal, "audit log unavailable", err))
-	}
-	b.AddEgress(d.bytesOut)
-	whole := p.cfg.Registry.IsDestination(rec.Origin())
-	if whole {
-		wholeOnly(sent)
-	}
-	resp, body, err := p.Send(ctx, sent, route)
-	var out *Output
-	if err == nil {
-		d.status = resp.StatusCode
-		if whole && resp.StatusCode == http.StatusPartialContent {
-			err = errPartial()
-		} else {
-			out, err = p.Sanitize(resp, body)
-		}
-	}
-	if out != nil {
-		d.bytesIn = uint64(len(out.Body))
-	}
-	outcome := audit.OutcomeOK
-	if err != nil {
-		outcome = audit.OutcomeError
-	}
-	if _, aerr := pair.EndWith(context.WithoutCancel(ctx), outcome, wire.CodeOf(err), d.in.Fields, d.attrs()); aerr != nil {
-		p.cfg.Logger.Error("audit.append_failed", slog.String("op", OpRequest), slog.Any("err", aerr))
-	}
-	d.sent = true
-	return out, err
+	return &Output{Status: st.Status, Header: st.Header, Body: body}, nil
 }
 
 // refuse records a refusal: one audit record, one refused count.

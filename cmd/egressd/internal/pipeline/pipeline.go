@@ -38,19 +38,36 @@ type Auditor interface {
 // hop-by-hop ones and egressd's reserved X-Hostkit-* headers.
 var DefaultStripResponse = []string{"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authenticate", "Proxy-Authorization"}
 
+// DefaultMaxBuffered is the most body bytes a buffered answer (Do) holds:
+// it must fit one lib/wire frame with its header fields.
+const DefaultMaxBuffered = 4 << 20
+
 // Config holds a Pipeline's dependencies and limits. Zero limits take the
 // defaults noted.
 type Config struct {
-	Registry      *bundle.Registry
-	Transport     *transport.Transport
-	Owner         OwnerChecker
-	Audit         Auditor
-	Logger        *slog.Logger
-	Limits        request.Limits // request caps (request.Limits defaults)
-	MaxResponse   int            // response body bytes; default 4 MiB
-	Timeout       time.Duration  // whole request; default 60 s
-	StripResponse []string       // default DefaultStripResponse
-	UserAgent     string         // sent when the caller sets none; default "hostkit-egressd"
+	Registry  *bundle.Registry
+	Transport *transport.Transport
+	Owner     OwnerChecker
+	Audit     Auditor
+	Logger    *slog.Logger
+	Limits    request.Limits // request caps (request.Limits defaults)
+	// MaxResponse caps a response body in decoded bytes; past it the
+	// answer is cut (egress.response_too_large). Zero: no cap.
+	MaxResponse int
+	// MaxBuffered caps the body of an answer Do reads whole (the buffered
+	// egress.request op, which answers in one frame); default
+	// DefaultMaxBuffered.
+	MaxBuffered int
+	// IdleTimeout ends an exchange whose upstream sent no byte for this
+	// long once the response header arrived (the dial, TLS and header
+	// phases have the transport's own timeouts). Zero: none.
+	IdleTimeout time.Duration
+	// TotalTimeout bounds a whole exchange, from the request to the end
+	// of the response body. Zero: none (an LLM stream may run for many
+	// minutes).
+	TotalTimeout  time.Duration
+	StripResponse []string // default DefaultStripResponse
+	UserAgent     string   // sent when the caller sets none; default "hostkit-egressd"
 }
 
 // Pipeline runs requests through the steps. Create with New.
@@ -63,11 +80,8 @@ type Pipeline struct {
 
 // New returns a Pipeline.
 func New(cfg Config) *Pipeline {
-	if cfg.MaxResponse <= 0 {
-		cfg.MaxResponse = 4 << 20
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 60 * time.Second
+	if cfg.MaxBuffered <= 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
 	}
 	if cfg.StripResponse == nil {
 		cfg.StripResponse = DefaultStripResponse
@@ -101,6 +115,12 @@ type Input struct {
 	Substitute bool
 	// Fields are extra audit fields (the proxy face's listener and tunnel).
 	Fields map[string]any
+	// Upgrade asks the upstream to switch protocols: "websocket" (RFC
+	// 6455 section 4.1; a GET) or "" for none. The request goes out with
+	// "Connection: Upgrade" and "Upgrade: websocket" and without
+	// Sec-WebSocket-Extensions (no extension is negotiated, so every
+	// frame can be scanned); a 101 answer is then Stream.Upgraded.
+	Upgrade string
 }
 
 // Output is the sanitized upstream answer.

@@ -2,9 +2,7 @@ package pipeline
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -22,12 +20,12 @@ import (
 func canonical(h string) string { return http.CanonicalHeaderKey(h) }
 
 // Send is step 7: it sends rec to the checked route and returns the
-// response with its body read (at most MaxResponse bytes). rec is the
-// record as sent, owned by this request: the default User-Agent is added
-// to its header in place (RequestBytes counts it already). Redirects are
-// returned, not followed. Errors: egress.timeout, egress.upstream_error,
-// egress.response_too_large.
-func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route) (*http.Response, []byte, error) {
+// response as soon as its header has arrived; the body streams. rec is
+// the record as sent, owned by this request: the default User-Agent is
+// added to its header in place (RequestBytes counts it already).
+// Redirects are returned, not followed. upgrade is Input.Upgrade.
+// Errors: egress.timeout, egress.upstream_error.
+func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route, upgrade string) (*http.Response, error) {
 	h := rec.Header
 	if h == nil {
 		h = http.Header{}
@@ -35,6 +33,16 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{p.cfg.UserAgent}
+	}
+	// The body was read whole: a client's Expect was answered by egressd
+	// (or needs no answer) and is not the upstream's to answer.
+	delete(h, "Expect")
+	if upgrade != "" {
+		// request.Parse removed the client's hop-by-hop fields; the
+		// upgrade egressd relays is its own.
+		delete(h, "Sec-Websocket-Extensions")
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
 	}
 	req := &http.Request{
 		Method: rec.Method, URL: rec.URL(), Header: h, Host: rec.Authority(),
@@ -45,55 +53,7 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	resp, err := p.cfg.Transport.RoundTripContext(ctx, req, rec.OriginString(), r)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := readBody(resp, p.cfg.MaxResponse)
-	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, wire.Wrap(egressdapi.CodeTimeout, "upstream body did not arrive in time", err)
-		}
-		return nil, nil, wire.Wrap(egressdapi.CodeUpstreamError, "upstream body could not be read", err)
-	}
-	if len(body) > p.cfg.MaxResponse {
-		return nil, nil, wire.Errorf(egressdapi.CodeResponseTooLarge, "response body is larger than %d bytes", p.cfg.MaxResponse)
-	}
-	return resp, body, nil
-}
-
-// readBody reads at most max+1 bytes of resp's body: into one buffer of
-// the announced length when there is one (io.ReadAll would start at 512
-// bytes and grow), then on as usual should more arrive. An answer to HEAD
-// has none.
-func readBody(resp *http.Response, max int) ([]byte, error) {
-	if resp.Request != nil && resp.Request.Method == http.MethodHead {
-		// No body follows an answer to HEAD, whatever its Content-Length
-		// says; reading to the end lets the connection be reused.
-		_, err := io.Copy(io.Discard, resp.Body)
-		return nil, err
-	}
-	cl := resp.ContentLength
-	if cl < 0 || cl > int64(max) {
-		return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
-	}
-	// One byte more than announced, for the probe past the end (a
-	// separate array would escape through the interface call).
-	buf := make([]byte, cl, cl+1)
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
-		return nil, err
-	}
-	n, err := resp.Body.Read(buf[cl : cl+1])
-	if n == 0 && err == io.EOF {
-		return buf, nil // the usual end: net/http stops at Content-Length
-	}
-	if err != nil && err != io.EOF {
-		return nil, err
-	}
-	buf = buf[:cl+int64(n)]
-	rest, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)-cl))
-	return append(buf, rest...), err
+	return p.cfg.Transport.RoundTripContext(ctx, req, rec.OriginString(), r)
 }
 
 // RequestBytes is what network_egress_bytes counts for rec: the request
@@ -148,19 +108,59 @@ func errPartial() error {
 	return wire.Errorf(egressdapi.CodeUpstreamError, "a partial answer (206) from a credential destination is not passed on: a held value could arrive in pieces")
 }
 
-// Sanitize is step 8: it decodes a gzip body (bounded; any other content
-// coding is egress.response_undecodable), strips hop-by-hop headers, the
-// headers named in Connection, the configured sensitive headers and
-// egressd's reserved X-Hostkit-* headers, and scrubs every held value (the
-// forms redact.Scrubber lists) from header values and the body. An answer
-// that still holds one once text escapes are undone
-// (redact.Scrubber.ContainsDecoded) is egress.upstream_error.
-func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
-	body, err := p.decode(resp.Header.Values("Content-Encoding"), body)
+// sanitizeHeader is step 8 for the answer's header, before any of its
+// body is passed on: it checks the content coding (a single gzip is
+// decoded as the body streams, any other is egress.response_undecodable)
+// and sanitizes the fields (SanitizeFields); a field that still holds an
+// echo once escapes are undone refuses the whole answer
+// (egress.upstream_error).
+func (st *Stream) sanitizeHeader() error {
+	h := st.resp.Header
+	gz, err := gzipped(h.Values("Content-Encoding"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	h := resp.Header
+	st.gz = gz
+	out, err := st.p.SanitizeFields(h)
+	if err != nil {
+		return err
+	}
+	st.Header = out
+	return nil
+}
+
+// sanitizeTrailer sanitizes the upstream's trailer fields (RFC 9110
+// section 6.5) as the header's; an echo aborts the answer.
+func (st *Stream) sanitizeTrailer() error {
+	if len(st.resp.Trailer) == 0 {
+		return nil
+	}
+	out, err := st.p.SanitizeFields(st.resp.Trailer)
+	if err != nil {
+		return errEcho()
+	}
+	// The body is scrubbed with the values held when its header arrived,
+	// fields with those held now: once the bundle was dropped (checked
+	// after the scrub, since its values are unregistered after Dropped
+	// is closed) the trailer may have been scrubbed without them.
+	select {
+	case <-st.b.Dropped():
+		return wire.Errorf(egressdapi.CodeBundleUnknown, "the invocation's bundle was dropped during the answer; its trailer is not passed on")
+	default:
+	}
+	st.trailer = out
+	return nil
+}
+
+// SanitizeFields is step 8 for header or trailer fields: it drops the
+// hop-by-hop and framing fields, those named in Connection, the
+// configured sensitive fields, egressd's reserved X-Hostkit-* fields and
+// any whose name holds a held value, and scrubs every held value (the
+// forms redact.Scrubber lists) from the values. The result is sorted by
+// name, the values of one name in their order. A value that still holds
+// one once text escapes are undone (redact.Scrubber.ContainsDecoded) is
+// egress.upstream_error: it cannot be cut out in place.
+func (p *Pipeline) SanitizeFields(h http.Header) ([]request.Field, error) {
 	var named map[string]bool // headers named in Connection
 	for _, c := range h.Values("Connection") {
 		for name := range strings.SplitSeq(c, ",") {
@@ -171,25 +171,20 @@ func (p *Pipeline) Sanitize(resp *http.Response, body []byte) (*Output, error) {
 		}
 	}
 	sc := p.cfg.Registry.Scrubber()
-	out := &Output{Status: resp.StatusCode, Body: sc.ScrubBytes(body)}
 	n := 0
 	for _, vs := range h {
 		n += len(vs)
 	}
-	out.Header = make([]request.Field, 0, n)
+	out := make([]request.Field, 0, n)
 	for k, vs := range h {
 		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) && !p.heldInName(k) {
 			for _, v := range vs {
-				out.Header = append(out.Header, request.Field{Name: k, Value: sc.Scrub(v)})
+				out = append(out, request.Field{Name: k, Value: sc.Scrub(v)})
 			}
 		}
 	}
-	// By name; a stable sort keeps the values of one name in their order.
-	slices.SortStableFunc(out.Header, func(a, b request.Field) int { return strings.Compare(a.Name, b.Name) })
-	// An echo in an escaped form the scrubber does not replace (\u
-	// escapes of every kind, character references, partial percent-
-	// encoding) cannot be cut out in place: the answer is refused whole.
-	if sc.ContainsDecoded(out.Body) || slices.ContainsFunc(out.Header, func(f request.Field) bool { return sc.ContainsDecoded([]byte(f.Value)) }) {
+	slices.SortStableFunc(out, func(a, b request.Field) int { return strings.Compare(a.Name, b.Name) })
+	if slices.ContainsFunc(out, func(f request.Field) bool { return sc.ContainsDecoded([]byte(f.Value)) }) {
 		return nil, errEscapedEcho()
 	}
 	return out, nil
@@ -222,10 +217,11 @@ func appendCase(b []byte, k string, to func(rune) rune) []byte {
 	return b
 }
 
-// decode undoes the response's content codings: every Content-Encoding
-// line and every comma-separated coding counts (not only the first line),
-// "identity" is no coding, and only a single gzip is decoded.
-func (p *Pipeline) decode(lines []string, body []byte) ([]byte, error) {
+// gzipped reads the response's content codings: every Content-Encoding
+// line and every comma-separated coding counts (not only the first
+// line), "identity" is no coding, and only a single gzip is decoded
+// (true); anything else is egress.response_undecodable.
+func gzipped(lines []string) (bool, error) {
 	var codings []string
 	for _, l := range lines {
 		for c := range strings.SplitSeq(l, ",") {
@@ -234,29 +230,11 @@ func (p *Pipeline) decode(lines []string, body []byte) ([]byte, error) {
 			}
 		}
 	}
-	if len(codings) > 1 {
-		return nil, wire.Errorf(egressdapi.CodeResponseUndecodable, "response content coding cannot be scanned")
+	switch {
+	case len(codings) == 0:
+		return false, nil
+	case len(codings) == 1 && (codings[0] == "gzip" || codings[0] == "x-gzip"):
+		return true, nil
 	}
-	enc := ""
-	if len(codings) == 1 {
-		enc = codings[0]
-	}
-	switch enc {
-	case "", "identity":
-		return body, nil
-	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, wire.Wrap(egressdapi.CodeResponseUndecodable, "gzip response body does not decode", err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, int64(p.cfg.MaxResponse)+1))
-		if err != nil {
-			return nil, wire.Wrap(egressdapi.CodeResponseUndecodable, "gzip response body does not decode", err)
-		}
-		if len(out) > p.cfg.MaxResponse {
-			return nil, wire.Errorf(egressdapi.CodeResponseTooLarge, "decoded response body is larger than %d bytes", p.cfg.MaxResponse)
-		}
-		return out, nil
-	}
-	return nil, wire.Errorf(egressdapi.CodeResponseUndecodable, "response content coding cannot be scanned")
+	return false, wire.Errorf(egressdapi.CodeResponseUndecodable, "response content coding cannot be scanned")
 }

@@ -137,20 +137,7 @@ func removePlacement(rec *request.Record, c *bundle.Credential) bool {
 // registered invocation. The headers named in skip (placements, which
 // Placements removed) are left out.
 func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
-	known := func(s string) bool {
-		// Placeholders are lowercase; a case-changed copy (a canonicalized
-		// header name, an upper-cased value) is still that placeholder.
-		// Without "hkp_" in any case there is none (and no copy is made).
-		if !containsFold(s, "hkp_") {
-			return false
-		}
-		for _, ph := range bundle.FindPlaceholders([]byte(strings.ToLower(s))) {
-			if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
-				return true
-			}
-		}
-		return false
-	}
+	known := p.holdsPlaceholder
 	var forms [4]string
 	for _, f := range scan.AppendDecodedForms(forms[:0], rec.Target()) {
 		if known(f) {
@@ -176,6 +163,42 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
 		}
 	}
 	return false
+}
+
+// holdsPlaceholder reports whether s holds a placeholder of any
+// registered invocation. Placeholders are lowercase; a case-changed copy
+// (a canonicalized header name, an upper-cased value) is still that
+// placeholder. Without "hkp_" in any case there is none (and no copy is
+// made).
+func (p *Pipeline) holdsPlaceholder(s string) bool {
+	if !containsFold(s, "hkp_") {
+		return false
+	}
+	for _, ph := range bundle.FindPlaceholders([]byte(strings.ToLower(s))) {
+		if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ScanMessage checks a message a client sends over an upgraded
+// connection (a WebSocket message, whole), where nothing is substituted:
+// a held value in any form the scanner knows is egress.secret_in_request,
+// a placeholder of any invocation (the sender's own included: it has no
+// staged target there) in the message or its percent-decoded forms is
+// egress.placeholder_misuse.
+func (p *Pipeline) ScanMessage(b []byte) error {
+	if p.scan.Scrubber.Contains(b) || p.scan.Scrubber.ContainsDecoded(b) {
+		return wire.Errorf(egressdapi.CodeSecretInRequest, "the message carries credential material")
+	}
+	var forms [4]string
+	for _, f := range scan.AppendDecodedForms(forms[:0], string(b)) {
+		if p.holdsPlaceholder(f) {
+			return wire.Errorf(egressdapi.CodePlaceholderMisuse, "a placeholder is substituted only at its staged target, never in a WebSocket message")
+		}
+	}
+	return nil
 }
 
 // Substitute is step 5 for proxied requests, in place of Inject: a copy

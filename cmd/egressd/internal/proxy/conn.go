@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -136,9 +138,6 @@ func (c *conn) serve() {
 			return
 		}
 		c.setHost(h.host)
-		if req.Body != http.NoBody { // nothing more is read from c for a request without one
-			c.readBy(cfg.RequestTimeout)
-		}
 		if !c.handle(req) {
 			return
 		}
@@ -210,8 +209,9 @@ func (c *conn) handle(req *http.Request) bool {
 		c.rejectErr(b, req, wire.Errorf(wire.CodeServerBusy, "too many requests in flight for this invocation (at most %d)", c.s.cfg.MaxRequestsPerInvocation), true)
 		return false
 	}
-	// The slot is given back before the answer is written: a client that
-	// sends its next request once it has the answer finds it free.
+	// The slot is held while the body is read and the answer's header is
+	// awaited; a streaming answer holds nothing buffered and gives it
+	// back, so long streams do not count against the invocation's share.
 	slot := true
 	giveSlot := func() {
 		if slot {
@@ -220,20 +220,10 @@ func (c *conn) handle(req *http.Request) bool {
 		}
 	}
 	defer giveSlot()
-	body, err := readBody(req, c.s.cfg.MaxBody)
+	body, held, err := c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
+	defer c.s.budget.give(held)
 	if err != nil {
-		// A body that breaks its framing (chunk sizes, line endings), ends
-		// early or comes too slowly: answered, and the connection closes
-		// (what follows cannot be framed).
-		var bad error = wire.Wrap(egressdapi.CodeInvalidRequest, "malformed request body (chunked framing, or shorter than announced)", err)
-		if isTimeout(err) {
-			bad = timedOut(wire.Wrap(egressdapi.CodeTimeout, "the request body did not arrive in time", err))
-		}
-		c.rejectErr(b, req, bad, true)
-		return false
-	}
-	if len(body) > c.s.cfg.MaxBody {
-		c.rejectErr(b, req, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", c.s.cfg.MaxBody), true)
+		c.rejectErr(b, req, err, true)
 		return false
 	}
 	if c.fields == nil { // c.tunnel is set before c serves and does not change
@@ -244,12 +234,15 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
 		Bundle: b, Substitute: true, Fields: c.fields} // the pipeline copies Fields, never writes them
+	if wantsWebSocket(req) {
+		in.Upgrade = "websocket"
+	}
 	n := 0
 	for _, vs := range req.Header {
 		n += len(vs)
 	}
 	// The pipeline reads the fields and keeps none of them (nor the
-	// slice) past Do, so the connection's slice is reused.
+	// slice) past DoStream, so the connection's slice is reused.
 	in.Header = slices.Grow(c.fieldBuf[:0], n)
 	defer func() { clear(in.Header); c.fieldBuf = in.Header[:0] }() // holding no request's strings
 	for name, vs := range req.Header {
@@ -260,13 +253,136 @@ func (c *conn) handle(req *http.Request) bool {
 			in.Header = append(in.Header, request.Field{Name: name, Value: v})
 		}
 	}
-	out, err := c.s.cfg.Pipeline.Do(c.s.ctx, in)
+	ctx, cancel := context.WithCancelCause(c.s.ctx)
+	defer cancel(nil)
+	stopWatch := sync.OnceFunc(c.watchClient(cancel))
+	defer stopWatch()
+	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
 	giveSlot()
 	if err != nil {
+		if wire.CodeOf(err) == egressdapi.CodeClientClosed {
+			return false // nobody to answer
+		}
 		c.refuse(err, req.Close) // the pipeline audited it
 		return !req.Close
 	}
-	return c.respond(req, out) && !req.Close
+	if !c.s.takeStream(st, b.Invocation) {
+		c.refuse(errStreams(c.s.cfg.MaxStreamsPerInvocation), req.Close)
+		return !req.Close
+	}
+	defer c.s.invStreams.give(b.Invocation)
+	if st.Upgraded() != nil {
+		stopWatch() // the relay reads the client from here on
+		c.rdl = time.Time{}
+		_ = c.c.SetReadDeadline(time.Time{})
+		return c.websocket(st)
+	}
+	return c.stream(req, st)
+}
+
+// takeStream takes one of inv's stream slots for st, or ends st (its
+// after record says server.busy) and reports false.
+func (s *Server) takeStream(st *pipeline.Stream, inv string) bool {
+	if s.invStreams.take(inv) {
+		return true
+	}
+	st.End("stream_cap", errStreams(s.cfg.MaxStreamsPerInvocation))
+	st.Close()
+	return false
+}
+
+func errStreams(n int) error {
+	return wire.Errorf(wire.CodeServerBusy, "too many answers streaming for this invocation (at most %d)", n)
+}
+
+// readBody reads req's body whole, at most MaxBody bytes, holding its
+// size in the server's buffer budget (the caller gives back held bytes,
+// also on error). progress, when set, runs before each read (it moves
+// the connection's read deadline). A client that sent "Expect:
+// 100-continue" is told to go on first by cont, when set (RFC 9110
+// section 10.1.1): egressd reads the body itself before the upstream
+// sees the request. Errors (the connection cannot carry another request
+// after any): egress.too_large (413), server.busy (503, the budget is
+// spent), egress.invalid_request (400, the framing broke),
+// egress.timeout (408, the body stopped arriving).
+func (s *Server) readBody(req *http.Request, progress func(), cont func() error) (body []byte, held int, err error) {
+	if req.Body == http.NoBody || req.Body == nil {
+		return nil, 0, nil
+	}
+	limit := s.cfg.MaxBody
+	if req.ContentLength > int64(limit) {
+		return nil, 0, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
+	}
+	want := limit
+	if req.ContentLength >= 0 {
+		want = int(req.ContentLength)
+	}
+	// A body of announced length takes its whole size at once; a chunked
+	// one takes the budget as it grows.
+	step := min(want, 64<<10)
+	if req.ContentLength >= 0 {
+		step = want
+	}
+	if !s.budget.take(step) {
+		return nil, 0, errBudget(s.cfg.BufferBudget)
+	}
+	held = step
+	if cont != nil && expectsContinue(req) {
+		if err := cont(); err != nil {
+			return nil, held, clientGone(err)
+		}
+	}
+	buf := make([]byte, 0, step)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
+			}
+			grow := min(max((len(buf)), 64<<10), limit+1-len(buf))
+			if !s.budget.take(grow) {
+				return nil, held, errBudget(s.cfg.BufferBudget)
+			}
+			held += grow
+			buf = slices.Grow(buf, grow)
+		}
+		if progress != nil {
+			progress() // the body keeps arriving: no byte for that long ends it
+		}
+		n, rerr := req.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if isTimeout(rerr) {
+				return nil, held, timedOut(wire.Wrap(egressdapi.CodeTimeout, "the request body did not arrive in time", rerr))
+			}
+			// A body that breaks its framing (chunk sizes, line endings)
+			// or ends early: what follows cannot be framed.
+			return nil, held, wire.Wrap(egressdapi.CodeInvalidRequest, "malformed request body (chunked framing, or shorter than announced)", rerr)
+		}
+	}
+	if len(buf) > limit {
+		return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
+	}
+	return buf, held, nil
+}
+
+// continue100 writes "100 Continue" (RFC 9110 section 15.2.1).
+func (c *conn) continue100() error {
+	c.writeBy(c.s.cfg.ExchangeIdle)
+	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	return c.bw.Flush()
+}
+
+// expectsContinue reports whether req asks for a 100 (Continue) before
+// sending its body (RFC 9110 section 10.1.1; HTTP/1.1 only).
+func expectsContinue(req *http.Request) bool {
+	return req.ProtoAtLeast(1, 1) && strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
+}
+
+func errBudget(budget int) error {
+	return wire.Errorf(wire.CodeServerBusy, "egressd holds %d bytes of request bodies already (-buffer-budget); try again", budget)
 }
 
 // target authenticates req (outside a tunnel) and returns its bundle and
@@ -345,23 +461,6 @@ func (c *conn) sameAuthority(a string, t *tunnel) bool {
 	return err == nil && host == t.host && port == t.port
 }
 
-// readBody reads req's body, at most max+1 bytes: nothing for a request
-// without one (io.ReadAll would allocate anyway), one buffer of the
-// announced length for one with a Content-Length.
-func readBody(req *http.Request, max int) ([]byte, error) {
-	if req.Body == http.NoBody || req.Body == nil {
-		return nil, nil
-	}
-	if cl := req.ContentLength; cl > 0 && cl <= int64(max) {
-		buf := make([]byte, cl)
-		if _, err := io.ReadFull(req.Body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil // net/http's body reader stops at Content-Length
-	}
-	return io.ReadAll(io.LimitReader(req.Body, int64(max)+1))
-}
-
 // drain reads what is left of a refused request's body (at most max
 // bytes) and reports whether it was all read.
 func drain(body io.Reader, max int) bool {
@@ -377,7 +476,7 @@ func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
 
 // write sends one response with writeResponse and one flush.
 func (c *conn) write(method string, status int, header []request.Field, body []byte, closeAfter bool) bool {
-	c.writeBy(c.s.cfg.RequestTimeout)
+	c.writeBy(c.s.cfg.ExchangeIdle)
 	writeResponse(c.bw, method, status, header, body, closeAfter)
 	return c.bw.Flush() == nil
 }

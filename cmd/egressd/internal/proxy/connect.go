@@ -106,7 +106,7 @@ func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
 // established answers a CONNECT with 200 (no body, no Content-Length:
 // RFC 9110 §9.3.6).
 func (c *conn) established() bool {
-	c.writeBy(c.s.cfg.RequestTimeout)
+	c.writeBy(c.s.cfg.ExchangeIdle)
 	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return false
 	}
@@ -114,8 +114,9 @@ func (c *conn) established() bool {
 }
 
 // intercept terminates TLS with a leaf for the CONNECT host and serves the
-// HTTP/1.1 requests inside; each goes through the pipeline, bound to the
-// CONNECT authority.
+// requests inside, HTTP/2 when the client chose it in ALPN and HTTP/1.1
+// otherwise; each goes through the pipeline, bound to the CONNECT
+// authority.
 func (c *conn) intercept(t *tunnel, r transport.Route) {
 	leaf, err := c.s.cfg.CA.Leaf(t.host)
 	if err != nil {
@@ -128,7 +129,7 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	}
 	var refused error // the server name's refusal, when it had one
 	tc := tls.Server(&bufConn{Conn: c.c, r: c.br}, &tls.Config{
-		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			if refused = c.checkServerName(t, hello.ServerName); refused != nil {
 				return nil, errServerName
@@ -149,7 +150,11 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	c.setDeadline(time.Time{}) // the inner conn sets its own, on the same socket
 	inner := newConn(c.s, tc, c.via, c.actor)
 	inner.tunnel = t
-	inner.serve()
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		inner.serveH2()
+	} else {
+		inner.serve()
+	}
 	_ = tc.Close()
 }
 

@@ -77,7 +77,7 @@ func newHarness(t *testing.T, cfg func(*Config)) *harness {
 	tr := transport.New(transport.Config{HostMap: transport.HostMap{"api.example.com:443": netip.MustParseAddr("127.0.0.1")},
 		Resolver: h.rec, OnDial: h.rec.Dial, DialTimeout: 2 * time.Second})
 	t.Cleanup(tr.Close)
-	p := pipeline.New(pipeline.Config{Registry: reg, Transport: tr, Owner: noOwner{}, Audit: al, Logger: log, Timeout: 5 * time.Second})
+	p := pipeline.New(pipeline.Config{Registry: reg, Transport: tr, Owner: noOwner{}, Audit: al, Logger: log, TotalTimeout: 5 * time.Second})
 	c := Config{Registry: reg, Pipeline: p, Transport: tr, CA: ca, Audit: al, Logger: log, DialTimeout: 2 * time.Second}
 	if cfg != nil {
 		cfg(&c)

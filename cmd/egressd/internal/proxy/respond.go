@@ -62,7 +62,7 @@ func Status(err error) int {
 		return http.StatusBadRequest
 	case egressdapi.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case egressdapi.CodeUpstreamError, egressdapi.CodeResponseTooLarge, egressdapi.CodeResponseUndecodable:
+	case egressdapi.CodeUpstreamError, egressdapi.CodeResponseTooLarge, egressdapi.CodeResponseUndecodable, egressdapi.CodeResponseAborted:
 		return http.StatusBadGateway
 	case egressdapi.CodeTimeout:
 		return http.StatusGatewayTimeout

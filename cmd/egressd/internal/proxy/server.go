@@ -50,10 +50,11 @@ type Config struct {
 	MaxTunnels       int           // concurrent CONNECT tunnels, opaque or intercepted; default 512
 	HandshakeTimeout time.Duration // first request header and TLS handshake; default 10 s
 	IdleTimeout      time.Duration // between requests, and without traffic in a tunnel; default 120 s
-	RequestTimeout   time.Duration // reading a body, writing a response; default 60 s
+	ExchangeIdle     time.Duration // longest no byte moves to or from the client while a request is in flight (its body, the answer); default 5 min
 	DialTimeout      time.Duration // opaque tunnel upstream dial; default 10 s
 	MaxHeaderBytes   int           // request line and header block; default 64 KiB
-	MaxBody          int           // request body; default 4 MiB
+	MaxBody          int           // request body, read whole before the request is sent; default 32 MiB
+	BufferBudget     int           // request body bytes held by all requests at once; default 256 MiB (past it: 503 server.busy)
 
 	// MaxTunnelsPerInvocation bounds the tunnels one invocation holds at
 	// once (default MaxTunnels/4), MaxRequestsPerInvocation its requests
@@ -65,6 +66,13 @@ type Config struct {
 	MaxTunnelsPerInvocation  int
 	MaxRequestsPerInvocation int
 	MaxConns                 int
+	// MaxStreamsPerInvocation bounds the answers one invocation streams
+	// (and WebSocket connections it relays) at once, after their header
+	// arrived and its request slot went back; default a quarter of
+	// MaxConns. Past it the answer is refused with 503 server.busy
+	// before any of it is written, so long streams of one invocation
+	// cannot take every client connection.
+	MaxStreamsPerInvocation int
 
 	// AuthAuditRate and AuthAuditBurst bound the audit records of refusals
 	// before any invocation is known (failed proxy authentications,
@@ -89,6 +97,8 @@ type Server struct {
 
 	invTunnels     *slots        // tunnels per invocation
 	invRequests    *slots        // requests in the pipeline per invocation
+	invStreams     *slots        // answers streaming per invocation
+	budget         *budget       // request body bytes held (BufferBudget)
 	authAudit      *rate.Limiter // failed authentications' audit records
 	authSuppressed atomic.Uint64 // failures not audited since the last record
 
@@ -108,7 +118,7 @@ func New(cfg Config) *Server {
 	}
 	def(&cfg.HandshakeTimeout, 10*time.Second)
 	def(&cfg.IdleTimeout, 120*time.Second)
-	def(&cfg.RequestTimeout, 60*time.Second)
+	def(&cfg.ExchangeIdle, 5*time.Minute)
 	def(&cfg.DialTimeout, 10*time.Second)
 	if cfg.MaxTunnels <= 0 {
 		cfg.MaxTunnels = 512
@@ -117,7 +127,10 @@ func New(cfg Config) *Server {
 		cfg.MaxHeaderBytes = 64 << 10
 	}
 	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 4 << 20
+		cfg.MaxBody = 32 << 20
+	}
+	if cfg.BufferBudget <= 0 {
+		cfg.BufferBudget = 256 << 20
 	}
 	if cfg.MaxTunnelsPerInvocation <= 0 {
 		cfg.MaxTunnelsPerInvocation = max(1, cfg.MaxTunnels/4)
@@ -128,6 +141,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 4096
 	}
+	if cfg.MaxStreamsPerInvocation <= 0 {
+		cfg.MaxStreamsPerInvocation = max(1, cfg.MaxConns/4)
+	}
 	if cfg.AuthAuditRate <= 0 {
 		cfg.AuthAuditRate = 20
 	}
@@ -137,9 +153,10 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{},
+		budget:      &budget{max: int64(cfg.BufferBudget)},
 		authAudit:   rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst),
 		invTunnels:  newSlots(cfg.MaxTunnelsPerInvocation),
-		invRequests: newSlots(cfg.MaxRequestsPerInvocation)}
+		invRequests: newSlots(cfg.MaxRequestsPerInvocation), invStreams: newSlots(cfg.MaxStreamsPerInvocation)}
 }
 
 // Serve accepts connections on l until Close; via names the listener in

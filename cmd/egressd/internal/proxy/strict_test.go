@@ -124,7 +124,7 @@ func (h *harness) checkStrict(t *testing.T, tc strictCase, resp *http.Response, 
 func TestProxyFaceTimeouts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) {
-		c.HandshakeTimeout, c.RequestTimeout, c.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+		c.HandshakeTimeout, c.ExchangeIdle, c.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	})
 	for _, tc := range []struct{ name, raw string }{
 		{"head stops after the request line", "GET https://slow.example.com/ HTTP/1.1\r\nHost: slow.example.com\r\n"},

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"hostkit.dev/cmd/egressd/internal/pipeline"
 	"hostkit.dev/cmd/egressd/internal/request"
 )
 
@@ -27,6 +28,30 @@ import (
 // one only when it equals what GET would send, which egressd cannot
 // promise after decoding and scrubbing (net/http would say 0).
 func writeResponse(w *bufio.Writer, method string, status int, header []request.Field, body []byte, closeAfter bool) {
+	writeStatusLine(w, status)
+	if closeAfter {
+		w.WriteString("Connection: close\r\n")
+	}
+	head := method == http.MethodHead
+	sentLength := !head && (len(body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch)
+	if sentLength {
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(body)), 10))
+		w.WriteString("\r\n")
+	}
+	writeFields(w, header)
+	if !sentLength && !head && pipeline.BodyAllowed(status) {
+		w.WriteString("Content-Length: 0\r\n")
+	}
+	w.WriteString("\r\n")
+	if !head {
+		w.Write(body)
+	}
+}
+
+// writeStatusLine writes "HTTP/1.1 <status> <reason>\r\n" (RFC 9112
+// section 4), the status as three digits.
+func writeStatusLine(w *bufio.Writer, status int) {
 	text := http.StatusText(status)
 	if text == "" {
 		text = "status code " + strconv.Itoa(status)
@@ -42,17 +67,12 @@ func writeResponse(w *bufio.Writer, method string, status int, header []request.
 	w.WriteByte(' ')
 	w.WriteString(text)
 	w.WriteString("\r\n")
-	if closeAfter {
-		w.WriteString("Connection: close\r\n")
-	}
-	head := method == http.MethodHead
-	sentLength := !head && (len(body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch)
-	if sentLength {
-		w.WriteString("Content-Length: ")
-		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(body)), 10))
-		w.WriteString("\r\n")
-	}
-	for _, f := range header {
+}
+
+// writeFields writes header or trailer fields, a CR or LF in a value
+// replaced by a space as http.Header.Write does.
+func writeFields(w *bufio.Writer, fields []request.Field) {
+	for _, f := range fields {
 		v := f.Value
 		if strings.ContainsAny(v, "\r\n") {
 			v = strings.NewReplacer("\n", " ", "\r", " ").Replace(v) // as http.Header.Write
@@ -62,17 +82,4 @@ func writeResponse(w *bufio.Writer, method string, status int, header []request.
 		w.WriteString(textproto.TrimString(v))
 		w.WriteString("\r\n")
 	}
-	if !sentLength && !head && bodyAllowed(status) {
-		w.WriteString("Content-Length: 0\r\n")
-	}
-	w.WriteString("\r\n")
-	if !head {
-		w.Write(body)
-	}
-}
-
-// bodyAllowed reports whether a response with status may have a body
-// (RFC 9112 §6.3): not 1xx, 204 or 304.
-func bodyAllowed(status int) bool {
-	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
 }

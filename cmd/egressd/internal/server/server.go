@@ -1,11 +1,13 @@
 // Package server maps egressd's ops (lib/api/egressdapi) onto the bundle
 // registry and the pipeline: bundle.register, bundle.drop, bundle.list, egress.info,
-// egress.request, egress.stats, and the bundle counts health reports.
+// egress.request, egress.request_stream, egress.stats, and the bundle
+// counts health reports.
 package server
 
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/pipeline"
@@ -24,6 +26,11 @@ type Server struct {
 	Audit    pipeline.Auditor
 	Logger   *slog.Logger
 	Info     egressdapi.InfoResponse // epoch, proxy address and socket, CA bundle path
+	// StreamIdle bounds the write of one frame of a streamed answer
+	// (egress.request_stream) to a client that stopped reading
+	// (-idle-timeout); past it the exchange ends as egress.client_closed.
+	// Zero: DefaultStreamIdle.
+	StreamIdle time.Duration
 }
 
 // Ops returns the op table (health is added by the caller).
@@ -34,6 +41,7 @@ func (s *Server) Ops() []rpc.Op {
 		{Name: egressdapi.OpBundleList, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.list},
 		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.info},
 		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.request},
+		{Name: egressdapi.OpEgressRequestStream, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.requestStream, Stream: s.streamAnswer},
 		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: s.stats},
 	}
 }
@@ -153,19 +161,30 @@ func (s *Server) request(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := call.Decode(&req); err != nil {
 		return nil, err
 	}
+	out, err := s.Pipeline.Do(ctx, input(&req, call))
+	if err != nil {
+		return nil, err
+	}
+	return &egressdapi.RequestResponse{Status: out.Status, Headers: headers(out.Header), Body: out.Body}, nil
+}
+
+// input is the pipeline's input for an egress.request or
+// egress.request_stream body.
+func input(req *egressdapi.RequestRequest, call *rpc.Call) pipeline.Input {
 	in := pipeline.Input{Invocation: req.Invocation, Method: req.Method, URL: req.URL, Body: req.Body, Actor: actor(call), Corr: call.Corr}
 	for _, h := range req.Headers {
 		in.Header = append(in.Header, request.Field{Name: h.Name, Value: h.Value})
 	}
-	out, err := s.Pipeline.Do(ctx, in)
-	if err != nil {
-		return nil, err
+	return in
+}
+
+// headers converts the pipeline's sanitized fields for the wire.
+func headers(fs []request.Field) []egressdapi.Header {
+	var out []egressdapi.Header
+	for _, h := range fs {
+		out = append(out, egressdapi.Header{Name: h.Name, Value: h.Value})
 	}
-	resp := &egressdapi.RequestResponse{Status: out.Status, Body: out.Body}
-	for _, h := range out.Header {
-		resp.Headers = append(resp.Headers, egressdapi.Header{Name: h.Name, Value: h.Value})
-	}
-	return resp, nil
+	return out
 }
 
 func (s *Server) stats(_ context.Context, call *rpc.Call) (any, error) {

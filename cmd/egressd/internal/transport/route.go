@@ -1,16 +1,16 @@
-// Package transport sends requests upstream for egressd (issue 4, pipeline
-// steps 2 and 7). Route picks the one address a request may be dialled to
-// — from the operator's static host map, a literal IP, or DNS, refusing
+// Package transport sends requests upstream for egressd (pipeline steps
+// 2 and 7). Route picks the one address a request may be dialled to —
+// from the operator's static host map, a literal IP, or DNS, refusing
 // non-public addresses and egressd's own — and RoundTrip sends over a
 // connection dialled to exactly that address: the dialer re-checks the
 // real address in ControlContext, and connections are pooled per (origin,
 // checked address), so a connection made for one address never serves
-// another. TLS is verified (system roots plus an optional CA file);
+// another. Every request goes through one net/http Transport per pool
+// (HTTP/1.1, or HTTP/2 when the upstream chooses it), so that streamed
+// answers, 1xx, 101 (Switching Protocols), trailers and large bodies all
+// work. TLS is verified (system roots plus an optional CA file);
 // redirects are never followed; proxies from the environment are never
-// used. HTTP/1.1 goes over the package's own connections (conn.go,
-// pool.go: one goroutine per request, none per connection); an upstream
-// that negotiates HTTP/2, and a request with a large body, go through a
-// net/http Transport dialled the same way.
+// used; each phase has its own timeout (Config).
 package transport
 
 import (

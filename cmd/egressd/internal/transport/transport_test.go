@@ -15,6 +15,7 @@ import (
 
 	"hostkit.dev/cmd/egressd/internal/egresstest"
 	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/netguard"
 	"hostkit.dev/lib/wire"
 )
 
@@ -171,6 +172,14 @@ func TestTLSVerifiedAndNoRedirects(t *testing.T) {
 	is.Equal(wire.CodeOf(err), egressdapi.CodeUpstreamError)
 }
 
-func itoa(p uint16) string {
-	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
+// TestAppendHostPortMatchesNetguard: the host map key is spelled as
+// netguard.JoinHostPort spells it.
+func TestAppendHostPortMatchesNetguard(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	for _, h := range []string{"api.test", "127.0.0.1", "[::1]", "::1", "xn--bcher-kva.example"} {
+		for _, p := range []uint16{0, 1, 443, 65535} {
+			is.Equal(string(appendHostPort(nil, h, p)), netguard.JoinHostPort(h, p))
+		}
+	}
 }

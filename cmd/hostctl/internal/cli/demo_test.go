@@ -147,7 +147,7 @@ func TestDemoInterrupted(t *testing.T) {
 	for _, tt := range []struct{ name, marker string }{
 		{"daemons up", "supervisord  pid"},
 		{"agent running", "started: /bin/sh agent.sh"},
-		{"audit", "7. the audit trail"},
+		{"audit", "8. the audit trail"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -26,8 +26,11 @@ func egressCmd(g *globals) *ffcli.Command {
 type egressStatsJSON struct {
 	Invocation         string `json:"invocation"`
 	NetworkEgressBytes uint64 `json:"network_egress_bytes"`
-	Requests           uint64 `json:"requests"`
-	Refused            uint64 `json:"refused"`
+	// NetworkIngressBytes counts answer body bytes passed on, open
+	// streams' included.
+	NetworkIngressBytes uint64 `json:"network_ingress_bytes"`
+	Requests            uint64 `json:"requests"`
+	Refused             uint64 `json:"refused"`
 }
 
 func egressStatsCmd(g *globals) *ffcli.Command {
@@ -36,7 +39,7 @@ func egressStatsCmd(g *globals) *ffcli.Command {
 	return &ffcli.Command{
 		Name:       "stats",
 		ShortUsage: "hostctl egress stats [--invocation ID] [--json]",
-		ShortHelp:  "outbound request bytes (network_egress_bytes), requests sent and refused, per invocation",
+		ShortHelp:  "outbound request bytes (network_egress_bytes), answer bytes passed on (network_ingress_bytes, open streams' as they pass), requests sent and refused, per invocation",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
@@ -54,13 +57,13 @@ func egressStatsCmd(g *globals) *ffcli.Command {
 			list := make([]egressStatsJSON, 0, len(out.Invocations))
 			rows := make([][]string, 0, len(out.Invocations))
 			for _, s := range out.Invocations {
-				list = append(list, egressStatsJSON{s.Invocation, s.NetworkEgressBytes, s.Requests, s.Refused})
-				rows = append(rows, []string{s.Invocation, fmt.Sprint(s.NetworkEgressBytes), fmt.Sprint(s.Requests), fmt.Sprint(s.Refused)})
+				list = append(list, egressStatsJSON{s.Invocation, s.NetworkEgressBytes, s.NetworkIngressBytes, s.Requests, s.Refused})
+				rows = append(rows, []string{s.Invocation, fmt.Sprint(s.NetworkEgressBytes), fmt.Sprint(s.NetworkIngressBytes), fmt.Sprint(s.Requests), fmt.Sprint(s.Refused)})
 			}
 			if g.json {
 				return writeJSON(g.stdout, map[string]any{"invocations": list})
 			}
-			return table(g.stdout, []string{"INVOCATION", "EGRESS_BYTES", "REQUESTS", "REFUSED"}, rows)
+			return table(g.stdout, []string{"INVOCATION", "EGRESS_BYTES", "INGRESS_BYTES", "REQUESTS", "REFUSED"}, rows)
 		},
 	}
 }

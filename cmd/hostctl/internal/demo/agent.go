@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,11 @@ call() { # label url with|without
 call curl "$DEMO_API_URL/v1/hello" with
 call curl "$DEMO_OTHER_URL/hello" without
 call curl "$DEMO_OTHER_URL/collect" with
+# A streamed answer, as LLM APIs send: each event is stamped as it arrives.
+/usr/bin/curl -sS -N --max-time 20 -H "Authorization: Bearer $DEMO_API_TOKEN" "$DEMO_API_URL` + streamPath + `" |
+while IFS= read -r line; do
+	case "$line" in data:*) echo "agent: event at $(date +%s%N) $line" ;; esac
+done
 if [ -n "$DEMO_PYTHON" ]; then
 	/usr/bin/python3 agent.py 2>&1 | tail -n 3
 fi
@@ -81,6 +87,14 @@ type result struct {
 var resultRE = regexp.MustCompile(`^agent: (curl|python) (\S+) \((with|without) the placeholder\) -> (\d*) ?(\S*)$`)
 var placeholderRE = regexp.MustCompile(`\bhkp_[a-z2-7]{32}\b`)
 var uidRE = regexp.MustCompile(`^agent: I run as uid (\d+);`)
+var eventRE = regexp.MustCompile(`^agent: event at (\d+) data: \{"i":(\d+),"sent":(\d+)\}$`)
+
+// event is one server-sent event as the agent read it: its index, and
+// when the API sent it and the agent read it (Unix ns).
+type event struct {
+	i          int
+	sent, read int64
+}
 
 // agentView is what the demo parses from the agent's output.
 type agentView struct {
@@ -88,6 +102,7 @@ type agentView struct {
 	uid          string
 	placeholders []string // every placeholder printed
 	results      []result
+	events       []event
 	done         bool
 }
 
@@ -104,6 +119,12 @@ func parseAgent(out string) agentView {
 		}
 		if m := resultRE.FindStringSubmatch(l); m != nil {
 			v.results = append(v.results, result{tool: m[1], url: m[2], with: m[3], status: m[4], code: m[5]})
+		}
+		if m := eventRE.FindStringSubmatch(l); m != nil {
+			read, _ := strconv.ParseInt(m[1], 10, 64)
+			i, _ := strconv.Atoi(m[2])
+			sent, _ := strconv.ParseInt(m[3], 10, 64)
+			v.events = append(v.events, event{i: i, sent: sent, read: read})
 		}
 		if l == doneLine {
 			v.done = true

@@ -24,7 +24,7 @@ var auditShown = []string{"cred", "credential", "credentials", "destination", "t
 // stepAudit prints the run's audit records from each daemon's log (read
 // from the files, as `hostctl audit tail` does) and verifies each chain.
 func (r *runner) stepAudit(context.Context) error {
-	r.t.step(7, "the audit trail (read from the files; records never hold a value)")
+	r.t.step(8, "the audit trail (read from the files; records never hold a value)")
 	var recs []audit.Record
 	for _, d := range auditDaemons {
 		rs, err := audit.ReadTail(r.layout.LogDir(d), daemon.AuditFile, 1000)

@@ -157,7 +157,7 @@ func (r *runner) steps(ctx context.Context) error {
 		return err
 	}
 	for _, s := range []func(context.Context) error{r.stepServers, r.stepDaemons, r.stepCredential, r.stepAgent,
-		r.stepServersSaw, r.stepStopDestroy, r.stepAudit, r.stepToken} {
+		r.stepStream, r.stepServersSaw, r.stepStopDestroy, r.stepAudit, r.stepToken} {
 		if err := s(ctx); err != nil {
 			return err
 		}

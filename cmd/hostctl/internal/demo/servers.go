@@ -102,8 +102,9 @@ func (s *server) requests() []seen {
 }
 
 // startServer serves host on a free loopback port with a leaf from ca.
-// answer decides each response from what was recorded.
-func startServer(ca *throwawayCA, host string, answer func(seen) (int, string)) (*server, error) {
+// answer decides each response from what was recorded; stream, when set,
+// answers streamPath instead (it is recorded too).
+func startServer(ca *throwawayCA, host string, answer func(seen) (int, string), stream http.HandlerFunc) (*server, error) {
 	cert, err := ca.leaf(host)
 	if err != nil {
 		return nil, err
@@ -127,6 +128,10 @@ func startServer(ca *throwawayCA, host string, answer func(seen) (int, string)) 
 			s.mu.Lock()
 			s.got = append(s.got, rec)
 			s.mu.Unlock()
+			if stream != nil && r.URL.Path == streamPath {
+				stream(w, r)
+				return
+			}
 			code, text := answer(rec)
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(code)
@@ -154,6 +159,40 @@ func apiAnswer(token []byte) func(seen) (int, string) {
 			return http.StatusOK, "welcome: the token matched"
 		}
 		return http.StatusUnauthorized, "unauthorized"
+	}
+}
+
+// streamPath is the demo API's streaming endpoint: server-sent events.
+const streamPath = "/v1/stream"
+
+// Events the demo API streams, and the time between them.
+const (
+	streamEvents = 4
+	streamGap    = 700 * time.Millisecond
+)
+
+// apiStream is the demo API's stream, as an LLM API answers: to `Bearer
+// <token>` only, streamEvents server-sent events streamGap apart, each
+// carrying the time it was sent (Unix ns), then [DONE].
+func apiStream(token []byte) http.HandlerFunc {
+	want := append([]byte("Bearer "), token...)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl, _ := w.(http.Flusher)
+		for i := range streamEvents {
+			if i > 0 {
+				time.Sleep(streamGap)
+			}
+			io.WriteString(w, "data: {\"i\":"+strconv.Itoa(i)+",\"sent\":"+strconv.FormatInt(time.Now().UnixNano(), 10)+"}\n\n")
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
 	}
 }
 

@@ -27,13 +27,13 @@ func (r *runner) stepServers(ctx context.Context) error {
 	if err := os.WriteFile(r.caFile(), ca.pem, 0o644); err != nil {
 		return err
 	}
-	if r.api, err = startServer(ca, apiHost, apiAnswer(r.token)); err != nil {
+	if r.api, err = startServer(ca, apiHost, apiAnswer(r.token), apiStream(r.token)); err != nil {
 		return err
 	}
-	if r.other, err = startServer(ca, otherHost, otherAnswer); err != nil {
+	if r.other, err = startServer(ca, otherHost, otherAnswer, nil); err != nil {
 		return err
 	}
-	r.t.ok("%-32s the API: answers 200 only to the real token", r.api.origin())
+	r.t.ok("%-32s the API: answers 200 only to the real token; streams events at %s", r.api.origin(), streamPath)
 	r.t.ok("%-32s another server: records whatever reaches it", r.other.origin())
 	return nil
 }
@@ -143,7 +143,9 @@ func (r *runner) stepAgent(ctx context.Context) error {
 	}
 	r.t.printf("  the agent's output:\n")
 	for _, l := range r.agent.lines {
-		r.t.printf("    | %s\n", l)
+		if !eventRE.MatchString(l) && !strings.HasPrefix(l, "agent: event at ") { // step 5 shows the events
+			r.t.printf("    | %s\n", l)
+		}
 	}
 	ph := r.placeholder()
 	r.t.check(ph != "" && !containsSecret([]byte(strings.Join(r.agent.lines, "\n")), r.token),

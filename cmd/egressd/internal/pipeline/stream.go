@@ -1,0 +1,482 @@
+package pipeline
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"hostkit.dev/cmd/egressd/internal/bundle"
+	"hostkit.dev/cmd/egressd/internal/request"
+	"hostkit.dev/lib/api/egressdapi"
+	"hostkit.dev/lib/audit"
+	"hostkit.dev/lib/wire"
+)
+
+// Stream is an upstream answer on its way to the caller: the status and
+// the sanitized header at once, the body as it arrives, scrubbed (Read).
+// The caller must Close it; the after record, the decision line and the
+// bundle's byte counts are written then. Read and Close may be called
+// from different goroutines, but Read from one at a time.
+type Stream struct {
+	// Status is the upstream's status code.
+	Status int
+	// Header is the sanitized response header, sorted by name (repeats
+	// kept in order), without Content-Length and the framing headers:
+	// the body's length changes when a value is scrubbed out of it.
+	Header []request.Field
+
+	p      *Pipeline
+	d      *decision
+	b      *bundle.Bundle
+	pair   audit.Pair
+	resp   *http.Response
+	conn   io.ReadWriteCloser // a 101 answer's upgraded connection
+	src    io.Reader          // resp.Body, or a gzip reader over it (lazily made)
+	gz     bool
+	sc     BodyScrubber
+	ctx    context.Context // the exchange's: cancelled by its end, or by the caller with ErrClientGone
+	cancel context.CancelFunc
+	idle   *time.Timer  // after the header: no upstream byte for IdleTimeout
+	total  *time.Timer  // TotalTimeout (nil: none)
+	why    atomic.Value // string: what ended the exchange early (endIdle, endTotal, endClient)
+
+	buf     []byte // upstream reads
+	out     []byte // scrubbed bytes not yet returned
+	off     int
+	err     error // the terminal error Read returns once out is drained (io.EOF at a clean end)
+	n       int64 // decoded upstream body bytes read
+	trailer []request.Field
+
+	closeOnce sync.Once
+	endCode   string // a failure set by Fail, for the after record
+}
+
+// What ended an exchange before its body did, in the after record's
+// ended_by field.
+const (
+	endIdle   = "idle_timeout"
+	endTotal  = "total_timeout"
+	endClient = "client_closed"
+	endEcho   = "echo"
+	endCap    = "response_cap"
+)
+
+// KeyEndedBy names, in a request's after record, what ended it early.
+const KeyEndedBy = "ended_by"
+
+// ErrClientGone is the cause (context.WithCancelCause) with which a
+// caller cancels DoStream's context when its client went away: the
+// exchange is then recorded as egress.client_closed, ended_by
+// client_closed.
+var ErrClientGone = errors.New("pipeline: the client went away")
+
+// DoStream runs one request through every step, as Do does, and returns
+// the answer as soon as its header has arrived and been sanitized; the
+// body follows through Stream.Read. A refusal before the first byte of
+// the body (a policy, a scan, the upstream, a header that holds an echo)
+// is an error here, audited as Do audits it.
+func (p *Pipeline) DoStream(ctx context.Context, in Input) (*Stream, error) {
+	d := &decision{in: in, start: time.Now()}
+	st, err := p.doStream(ctx, in, d)
+	if err != nil {
+		d.finish(p, err)
+		return nil, err
+	}
+	return st, nil
+}
+
+func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream, error) {
+	b, rec, attach, err := p.prepare(ctx, in, d)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	st := &Stream{p: p, d: d, b: b, ctx: rctx, cancel: cancel}
+	if p.cfg.TotalTimeout > 0 {
+		st.total = time.AfterFunc(p.cfg.TotalTimeout, func() { st.end(endTotal) })
+	}
+	route, owners, err := p.Route(rctx, rec, attach)
+	if err != nil {
+		st.stop()
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	d.route, d.owners, d.address = route, owners, route.Addr.String()
+	place := p.Inject
+	if in.Substitute {
+		place = p.Substitute
+	}
+	sent, err := place(b, rec, attach)
+	if err != nil {
+		st.stop()
+		return nil, p.refuse(ctx, d, b, err)
+	}
+	d.creds = d.credBuf[:0]
+	for _, c := range attach {
+		d.creds = append(d.creds, c.Name)
+	}
+	if len(d.creds) > 0 {
+		d.credsVal = slog.AnyValue(d.creds) // boxed once for both records
+	}
+	d.bytesOut = p.RequestBytes(sent)
+	if st.pair, err = p.cfg.Audit.Begin(ctx, d.record(audit.OutcomePending, "")); err != nil {
+		st.stop()
+		return nil, p.refuse(ctx, d, b, wire.Wrap(wire.CodeInternal, "audit log unavailable", err))
+	}
+	b.AddEgress(d.bytesOut)
+	d.sent = true
+	whole := p.cfg.Registry.IsDestination(rec.Origin())
+	if whole {
+		wholeOnly(sent)
+	}
+	resp, err := p.Send(rctx, sent, route, in.Upgrade)
+	if err != nil {
+		err = st.readErr(err, false)
+	}
+	if err == nil {
+		d.status = resp.StatusCode
+		st.resp, st.src, st.Status = resp, resp.Body, resp.StatusCode
+		switch {
+		case whole && resp.StatusCode == http.StatusPartialContent:
+			err = errPartial()
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			err = st.upgraded(in.Upgrade)
+		default:
+			err = st.sanitizeHeader()
+		}
+	}
+	if err != nil {
+		st.fail(err)
+		st.Close()
+		return nil, err
+	}
+	st.sc = p.NewScrubber()
+	st.buf = make([]byte, streamBuf)
+	if p.cfg.IdleTimeout > 0 && st.conn == nil { // a relay over an upgraded connection keeps its own
+		st.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { st.end(endIdle) })
+	}
+	return st, nil
+}
+
+// upgraded checks a 101 answer: the upgrade asked for, to WebSocket, with
+// no extension (none was offered: an extension would hide frames'
+// payloads from the scanner), and a body that is the connection. Errors:
+// egress.upstream_error.
+func (st *Stream) upgraded(want string) error {
+	h := st.resp.Header
+	rwc, ok := st.resp.Body.(io.ReadWriteCloser)
+	if want == "" || !ok || !strings.EqualFold(h.Get("Upgrade"), want) {
+		return wire.Errorf(egressdapi.CodeUpstreamError, "the upstream switched protocols without being asked to")
+	}
+	if len(h.Values("Sec-Websocket-Extensions")) > 0 {
+		return wire.Errorf(egressdapi.CodeUpstreamError, "the upstream negotiated a WebSocket extension that was not offered")
+	}
+	out, err := st.p.SanitizeFields(h)
+	if err != nil {
+		return err
+	}
+	st.Header, st.conn = out, rwc
+	return nil
+}
+
+// Upgraded returns the upstream connection of a 101 answer (nil for any
+// other): the caller relays frames over it and reports what passed with
+// Count, then Close ends the exchange.
+func (st *Stream) Upgraded() io.ReadWriteCloser { return st.conn }
+
+// Dropped returns a channel closed once the exchange's bundle is dropped:
+// its values are then unregistered from the scrubber, so a relay that
+// scrubs with fresh scrubbers must end (nil, never ready, for a bundle
+// outside the registry).
+func (st *Stream) Dropped() <-chan struct{} { return st.b.Dropped() }
+
+// Done returns a channel closed when the exchange is ended on egressd's
+// side (the total timeout, egressd stopping, Close): a relay over an
+// upgraded connection must end then. EndedBy says why, when known.
+func (st *Stream) Done() <-chan struct{} { return st.ctx.Done() }
+
+// EndedBy returns what ended the exchange early ("" when nothing has).
+func (st *Stream) EndedBy() string {
+	why, _ := st.why.Load().(string)
+	return why
+}
+
+// Count adds bytes relayed over an upgraded connection: out to the
+// upstream (network_egress_bytes), in to the client.
+func (st *Stream) Count(out, in uint64) {
+	if out > 0 {
+		st.d.bytesOut += out
+		st.b.AddBytes(out)
+	}
+	if in > 0 {
+		st.d.bytesIn += in
+		st.b.AddIngress(in)
+	}
+}
+
+// End records why an upgraded exchange ended (the after record's
+// ended_by) and, when err is not nil, its code as the outcome.
+func (st *Stream) End(why string, err error) {
+	st.why.CompareAndSwap(nil, why)
+	if err != nil {
+		st.fail(err)
+	}
+}
+
+// streamBuf is the size of one upstream read of a streamed body: large
+// enough for a bulk transfer to move in few reads, and a read returns
+// what has arrived, so a small event is not kept waiting for more.
+const streamBuf = 32 << 10
+
+// prepare runs the steps before routing: the bundle, validation, the
+// host scans, credential resolution, policy and the request scan.
+func (p *Pipeline) prepare(ctx context.Context, in Input, d *decision) (*bundle.Bundle, *request.Record, []*bundle.Credential, error) {
+	b, err := in.Bundle, error(nil)
+	if b == nil {
+		if b, err = p.cfg.Registry.Get(in.Invocation); err != nil {
+			return nil, nil, nil, p.refuse(ctx, d, nil, err)
+		}
+	}
+	resolve := p.Resolve
+	if in.Substitute {
+		resolve = p.Placements
+	}
+	if err := p.ScanHost(in, nil); err != nil { // as written: before a parse error could quote it
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	rec, err := p.Validate(in)
+	if err != nil {
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	d.rec = rec
+	if err := p.ScanHost(in, rec); err != nil {
+		// The host holds a value: the record and the log line name the
+		// origin without it.
+		d.origin = redactedOrigin(rec)
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	d.origin = rec.OriginString()
+	attach, err := resolve(b, rec)
+	if err != nil {
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	if err := p.Policy(b, rec); err != nil {
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	if err := p.Scan(rec); err != nil {
+		return nil, nil, nil, p.refuse(ctx, d, b, err)
+	}
+	return b, rec, attach, nil
+}
+
+// stop stops the timers and cancels the upstream request.
+func (st *Stream) stop() {
+	if st.idle != nil {
+		st.idle.Stop()
+	}
+	if st.total != nil {
+		st.total.Stop()
+	}
+	st.cancel()
+}
+
+// end ends the exchange early for why (the first reason counts): the
+// upstream request is cancelled, so a pending Read returns at once.
+func (st *Stream) end(why string) {
+	st.why.CompareAndSwap(nil, why)
+	st.cancel()
+}
+
+// fail records err as the exchange's outcome, unless one was recorded.
+func (st *Stream) fail(err error) {
+	if st.endCode == "" {
+		st.endCode = wire.CodeOf(err)
+	}
+}
+
+// Read reads the scrubbed body (what it returns counts as the request's
+// bytes_in and the bundle's inbound bytes as it passes). It returns io.EOF at the body's end;
+// any other error means the answer was cut short and must reach the
+// client as an incomplete body (an unterminated chunked encoding, a
+// reset stream), never as a clean end: egress.response_aborted (the
+// body holds a held value in a form that cannot be removed in place),
+// egress.response_too_large (past -max-response-body), egress.timeout
+// (idle or total timeout), egress.upstream_error.
+func (st *Stream) Read(p []byte) (int, error) {
+	for st.off == len(st.out) {
+		if st.err != nil {
+			return 0, st.err
+		}
+		st.out, st.off = st.out[:0], 0
+		st.fill()
+	}
+	n := copy(p, st.out[st.off:])
+	st.off += n
+	st.d.bytesIn += uint64(n)
+	st.b.AddIngress(uint64(n))
+	return n, nil
+}
+
+// fill reads once from the upstream and scrubs what arrived into st.out,
+// or sets st.err.
+func (st *Stream) fill() {
+	if !BodyAllowed(st.Status) || (st.resp.Request != nil && st.resp.Request.Method == http.MethodHead) {
+		st.err = io.EOF
+		return
+	}
+	if st.gz && st.src == st.resp.Body {
+		zr, err := gzip.NewReader(st.resp.Body)
+		if err != nil {
+			st.abort(st.readErr(err, true))
+			return
+		}
+		st.src = zr
+	}
+	n, err := st.src.Read(st.buf)
+	if n > 0 {
+		if st.idle != nil {
+			st.idle.Reset(st.p.cfg.IdleTimeout)
+		}
+		st.n += int64(n)
+		if max := st.p.cfg.MaxResponse; max > 0 && st.n > int64(max) {
+			st.why.CompareAndSwap(nil, endCap)
+			st.abort(wire.Errorf(egressdapi.CodeResponseTooLarge, "response body is larger than %d bytes (-max-response-body)", max))
+			return
+		}
+		var serr error
+		if st.out, serr = st.sc.Next(st.out, st.buf[:n]); serr != nil {
+			st.abort(errEcho())
+			return
+		}
+	}
+	switch {
+	case err == io.EOF:
+		var serr error
+		if st.out, serr = st.sc.Close(st.out); serr != nil {
+			st.abort(errEcho())
+			return
+		}
+		if err := st.sanitizeTrailer(); err != nil {
+			st.abort(err)
+			return
+		}
+		st.err = io.EOF
+	case err != nil:
+		st.abort(st.readErr(err, false))
+	}
+}
+
+// abort ends the body with err: what was scrubbed before it is still
+// returned, then err.
+func (st *Stream) abort(err error) {
+	if wire.CodeOf(err) == egressdapi.CodeResponseAborted {
+		st.why.CompareAndSwap(nil, endEcho)
+		if st.d.bytesIn == 0 && len(st.out) == 0 {
+			// Nothing was passed on: the answer is refused whole, as a
+			// buffered one is.
+			err = errEscapedEcho()
+		}
+	}
+	st.fail(err)
+	st.err = err
+}
+
+// readErr types an error from reading the upstream body (decoding says
+// whether gzip failed).
+func (st *Stream) readErr(err error, decoding bool) error {
+	if errors.Is(context.Cause(st.ctx), ErrClientGone) {
+		st.why.CompareAndSwap(nil, endClient)
+	}
+	switch st.why.Load() {
+	case endIdle:
+		return wire.Wrap(egressdapi.CodeTimeout, "no byte moved for longer than the idle timeout", err)
+	case endTotal:
+		return wire.Wrap(egressdapi.CodeTimeout, "the exchange took longer than the total timeout", err)
+	case endClient:
+		return wire.Wrap(egressdapi.CodeClientClosed, "the client went away", err)
+	}
+	if decoding || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
+		return wire.Wrap(egressdapi.CodeResponseUndecodable, "gzip response body does not decode", err)
+	}
+	if wire.CodeOf(err) != wire.CodeInternal { // the transport's, typed
+		return err
+	}
+	return wire.Wrap(egressdapi.CodeUpstreamError, "the upstream body ended early", err)
+}
+
+// errEcho aborts an answer that holds a held value in a form that cannot
+// be removed in place.
+func errEcho() error {
+	return wire.Errorf(egressdapi.CodeResponseAborted, "the answer holds a credential value in an escaped form that cannot be removed in place; it was cut off before it")
+}
+
+// Trailer returns the sanitized trailer fields, once Read returned
+// io.EOF (none before).
+func (st *Stream) Trailer() []request.Field { return st.trailer }
+
+// Fail records err (a failure of the caller's side: the client could not
+// be written to) as the exchange's outcome and ends it.
+func (st *Stream) Fail(err error) {
+	st.fail(err)
+	st.end(endClient)
+}
+
+// Close ends the exchange: the upstream body is closed (a body not read to
+// its end cancels the upstream request), and the after record, the
+// decision line and the bundle's inbound bytes are written. It is safe to
+// call more than once.
+func (st *Stream) Close() error {
+	st.closeOnce.Do(func() {
+		complete := st.err == io.EOF && st.off == len(st.out)
+		if !complete && st.endCode == "" && st.resp != nil && BodyAllowed(st.Status) && st.conn == nil {
+			// The caller stopped reading: it gave up on the answer.
+			st.why.CompareAndSwap(nil, endClient)
+			st.endCode = egressdapi.CodeClientClosed
+		}
+		st.stop()
+		if st.resp != nil {
+			st.resp.Body.Close()
+		}
+		outcome, code := audit.OutcomeOK, st.endCode
+		if code != "" {
+			outcome = audit.OutcomeError
+		}
+		fields := st.d.in.Fields
+		if why, _ := st.why.Load().(string); why != "" {
+			fields = withField(fields, KeyEndedBy, why)
+		}
+		ctx := context.Background()
+		if _, aerr := st.pair.EndWith(ctx, outcome, code, fields, st.d.attrs()); aerr != nil {
+			st.p.cfg.Logger.Error("audit.append_failed", slog.String("op", OpRequest), slog.Any("err", aerr))
+		}
+		var err error
+		if code != "" {
+			err = wire.Errorf(code, "%s", code)
+		}
+		st.d.finish(st.p, err)
+	})
+	return nil
+}
+
+// withField returns a copy of fields with k set to v (fields is shared
+// by every request of a connection and never written).
+func withField(fields map[string]any, k string, v any) map[string]any {
+	out := make(map[string]any, len(fields)+1)
+	for fk, fv := range fields {
+		out[fk] = fv
+	}
+	out[k] = v
+	return out
+}
+
+// BodyAllowed reports whether a response with status may have a body
+// (RFC 9110 section 6.4.1): not 1xx, 204 or 304.
+func BodyAllowed(status int) bool {
+	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
+}

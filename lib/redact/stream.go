@@ -1,0 +1,152 @@
+package redact
+
+import "errors"
+
+// ErrEcho is returned by Stream.Next and Stream.Close when the scrubbed
+// text holds a registered value in a form that cannot be replaced in
+// place (one that ContainsDecoded finds). The stream has then forwarded
+// nothing of the echo: everything it handed out, including the text
+// returned with ErrEcho, ends before the echo's first byte. The caller
+// forwards that text and aborts the body.
+var ErrEcho = errors.New("redact: the text echoes a held value in a form that cannot be replaced")
+
+// ErrStreamClosed is returned by Stream.Next and Stream.Close after
+// Close.
+var ErrStreamClosed = errors.New("redact: stream closed")
+
+// Stream scrubs one body that arrives in pieces, such as an upstream
+// answer forwarded as it arrives (server-sent events). It matches the
+// values registered when it was made. It is not safe for concurrent use.
+//
+// What it hands out, piece by piece, is exactly ScrubBytes of the whole
+// body, unless ContainsDecoded of that result is true: then it returns
+// ErrEcho with the text up to the first byte of the echo's match (as the
+// views map it back to the text), less any of it still held when the
+// match was found; it never hands out a byte of the echo. It holds back
+// only text that may still be part of a match: the longest suffix that
+// is a proper prefix of some form of some value (an exact form, or a
+// form ContainsDecoded reads in one of its views), an escape or a run of
+// line breaks or invisible characters not yet ended, and a match waiting
+// for a longer one at the same position. So a piece whose end cannot
+// begin a held value goes out whole at once, and a proper prefix of a
+// held value in any form never goes out before the stream knows what
+// follows it. Held reports the text held: at most MaxSpan of the
+// longest value where the text has no escapes, and MaxDecodedSpan of it
+// at worst (a partial match in text escaped four times over). Beyond
+// that a Stream keeps, per view, rings that map a partial match back to
+// the text: about 1 KiB each, grown only while a partial match needs
+// more. The automata are the Scrubber's, built once per set of values.
+//
+// Each byte is read once by each view (the text, the text with escapes
+// undone up to MaxDecodeLevels times, each without line breaks and
+// with '+' as a space, each without invisible characters), so Next costs
+// O(len(p)) amortised whatever the sizes of the pieces. What is exact
+// and what is conservative: the output and the decision to abort agree
+// with ScrubBytes and ContainsDecoded on every split of every text (the
+// tests check every split point and random splits); the held text may
+// be longer than the least possible, by the bytes of an escape or a
+// reference whose decoded bytes could not begin a form anyway, and by
+// separated hex that a separator at an odd place has already ruled out.
+type Stream struct {
+	r      *replacer // nil: nothing registered, bytes pass through
+	v      *views
+	out    []byte // scrubbed text the views have read and not handed out
+	base   int64  // offset of out[0] in the scrubbed text
+	err    error
+	closed bool
+}
+
+// NewStream returns a Stream over the values registered now. A nil
+// Scrubber, or one with nothing registered, gives a Stream that passes
+// bytes through unchanged.
+func (s *Scrubber) NewStream() *Stream {
+	m := s.load()
+	if m == nil {
+		return &Stream{}
+	}
+	return &Stream{r: newReplacer(m), v: newViews(m)}
+}
+
+// Next reads p, the next piece of the body, and appends to dst what may
+// be forwarded now; p is not kept. With nothing registered it returns p
+// itself when dst is empty (no copy). When the body echoes a held value
+// it returns ErrEcho and dst with the text before the echo appended:
+// every byte before the first byte of the match found first that no
+// other match could include (a byte that may begin a form of a held
+// value is not handed out). Every later call returns ErrEcho alone.
+func (st *Stream) Next(dst, p []byte) ([]byte, error) {
+	if st.err != nil {
+		return dst, st.err
+	}
+	if st.closed {
+		return dst, ErrStreamClosed
+	}
+	if st.r == nil {
+		if len(dst) == 0 {
+			return p, nil
+		}
+		return append(dst, p...), nil
+	}
+	st.r.run(p, false)
+	st.read()
+	return st.forward(dst, false)
+}
+
+// Close ends the body and appends to dst the rest of it, or, when the
+// end completes an echo, the text before it and ErrEcho.
+func (st *Stream) Close(dst []byte) ([]byte, error) {
+	if st.err != nil {
+		return dst, st.err
+	}
+	if st.closed {
+		return dst, ErrStreamClosed
+	}
+	st.closed = true
+	if st.r == nil {
+		return dst, nil
+	}
+	st.r.run(nil, true)
+	st.read()
+	st.v.flush()
+	return st.forward(dst, true)
+}
+
+// Held returns how many bytes of text the stream holds back now: read
+// but neither forwarded nor yet known to be safe.
+func (st *Stream) Held() int {
+	if st.r == nil {
+		return 0
+	}
+	return len(st.out) + st.r.held()
+}
+
+// read gives the replacer's final text to the views.
+func (st *Stream) read() {
+	b := st.r.out
+	st.v.write(b, st.base+int64(len(st.out)))
+	st.out = append(st.out, b...)
+	st.r.out = b[:0]
+}
+
+// forward hands out the scrubbed text that no match can need any more.
+func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
+	n := len(st.out)
+	switch {
+	case st.v.hit:
+		// Everything before the echo (and before what was held when
+		// it was found) goes out with the error.
+		n = int(max(min(int64(n), st.v.at-st.base), 0))
+		st.err = ErrEcho
+	case !all:
+		// What the views hold only moves forward, so n ≥ 0.
+		n = int(max(min(int64(n), st.v.held()-st.base), 0))
+	}
+	dst = append(dst, st.out[:n]...)
+	if st.err != nil {
+		st.out = nil
+		return dst, st.err
+	}
+	st.out = st.out[:copy(st.out, st.out[n:])]
+	st.base += int64(n)
+	return dst, nil
+}
