@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +86,11 @@ func startDaemon(t *testing.T, binary, name, root string, args ...string) *daemo
 			t.Fatal(err)
 		}
 		args = append([]string{"-allow-exe", self, "-allow-exe", filepath.Join(binDir, "hostctl")}, args...)
+	}
+	if binary == "egressd" && !slices.Contains(args, "-proxy-address") {
+		// A free port: the default 127.0.0.1:4750 may be an installed
+		// egressd's, or another test's.
+		args = append([]string{"-proxy-address", "127.0.0.1:0"}, args...)
 	}
 	p.cmd = exec.Command(filepath.Join(binDir, binary), append([]string{"-root", root}, args...)...)
 	p.cmd.Stderr = p.stderr
