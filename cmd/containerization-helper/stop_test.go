@@ -91,6 +91,21 @@ func TestStopPausedKillsAtOnce(t *testing.T) {
 // as a cgroup v2 host can leave it (a frozen task can die there); the pid
 // is reused through ns_last_pid. The refused side of TestStopGraceful.
 func TestStopPausedReusedPidUntouched(t *testing.T) {
+	// Another task (a thread of any process) can take the dead init's pid
+	// before this test does; the scenario then starts again with a new
+	// container, up to three times.
+	for range 3 {
+		if pausedReusedPid(t) {
+			return
+		}
+	}
+	t.Fatal("three dead inits' pids were each taken by another task before the test could reuse them")
+}
+
+// pausedReusedPid runs TestStopPausedReusedPidUntouched's scenario once
+// and reports false (having deleted its container) when another task
+// took the init's pid first.
+func pausedReusedPid(t *testing.T) bool {
 	is := is.New(t)
 	img := fixture(t)
 	root := newRoot(t)
@@ -109,6 +124,11 @@ func TestStopPausedReusedPidUntouched(t *testing.T) {
 	is.NoErr(err)
 
 	victim := reusePid(t, pid)
+	if victim == nil {
+		d, _ := s2.deleteForced(t, c.ContainerID, newIdem(t), 1500)
+		is.True(d.Deleted)
+		return false
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- victim.Wait() }()
 	fz := filepath.Join("/sys/fs/cgroup/freezer/hostkit", c.ContainerID, "freezer.state")
@@ -127,17 +147,23 @@ func TestStopPausedReusedPidUntouched(t *testing.T) {
 	}
 	is.NoErr(victim.Process.Kill())
 	<-exited
+	return true
 }
 
 // reusePid starts a `sleep` with pid (free now) through ns_last_pid
-// (proc(5)), retrying while other processes take it first.
+// (proc(5)), retrying while other processes fork first. It returns nil
+// when another task holds the pid (/proc/PID exists for any task id,
+// threads too): then it cannot be had.
 func reusePid(t *testing.T, pid int) *exec.Cmd {
 	t.Helper()
 	// Any process that forks between the write and the start takes the
-	// pid (other packages' tests run beside this one), so try until a
-	// generous deadline rather than a count.
+	// pid for a moment (other packages' tests run beside this one), so
+	// try until a generous deadline rather than a count.
 	tries := 0
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); tries++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			return nil // a live task has it
+		}
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Fatalf("ns_last_pid: %v", err)
 		}
