@@ -58,12 +58,31 @@ func ValidOwner(s string) bool {
 
 // TargetSpec is one target a credential may be injected at: `header:<Name>`
 // (with Template, e.g. "Bearer {}", `{}` exactly once, and Overwrite),
-// `query:<param>`, `path:<name>` or `body:<RFC 6901 pointer>`.
+// `query:<param>`, `path:<name>`, `body:<RFC 6901 pointer>`, or one half of
+// an HTTP Basic credential (RFC 7617): `basic:password` or `basic:user`
+// (with BasicUser for `basic:password`).
 type TargetSpec struct {
+	// BasicUser fixes the user-id that egressd sends with a
+	// `basic:password` credential, whatever user the agent sent; "" = the
+	// user the agent sent passes unchanged. At most MaxBasicUserLen bytes
+	// of UTF-8 without ':' or a control character (RFC 7617 §2); set on
+	// any other target it is credential.invalid. Not secret: it is listed
+	// with the credential's metadata.
+	BasicUser string `msgpack:"basic_user"`
 	Overwrite bool   `msgpack:"overwrite"` // header targets, native injection: replace an existing header (else refuse)
 	Target    string `msgpack:"target"`
 	Template  string `msgpack:"template"` // header targets only; "" = "{}"
 }
+
+// Basic targets: the two halves of an `Authorization: Basic` credential
+// (RFC 7617) that a credential's value may take.
+const (
+	TargetBasicPassword = "basic:password"
+	TargetBasicUser     = "basic:user"
+)
+
+// MaxBasicUserLen is the longest TargetSpec.BasicUser, in bytes.
+const MaxBasicUserLen = 256
 
 // CredentialPutRequest stores or replaces a credential (admin). Value is
 // the raw material; it is never returned by any op but lease.consume.
@@ -140,6 +159,9 @@ type LeaseConsumeRequest struct {
 
 // Lease is one consumed lease: the only place a raw value leaves secretd.
 type Lease struct {
+	// BasicUser is the target's fixed user-id (TargetSpec.BasicUser):
+	// only with Target `basic:password`; "" = the agent's user passes.
+	BasicUser   string `msgpack:"basic_user"`
 	Credential  string `msgpack:"credential"`
 	Destination string `msgpack:"destination"`
 	Handle      []byte `msgpack:"handle"`

@@ -85,6 +85,20 @@ func TestCheckTargets(t *testing.T) {
 		{"no name", []secretdapi.TargetSpec{{Target: "header:"}}, false},
 		{"duplicate", []secretdapi.TargetSpec{{Target: "query:k"}, {Target: "query:k"}}, false},
 		{"none", nil, false},
+		{"basic password", []secretdapi.TargetSpec{{Target: "basic:password"}}, true},
+		{"basic password with a fixed user", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: "x-access-token"}}, true},
+		{"basic user", []secretdapi.TargetSpec{{Target: "basic:user"}}, true},
+		{"basic beside a header", []secretdapi.TargetSpec{{Target: "basic:password"}, {Target: "header:Authorization", Template: "Bearer {}"}}, true},
+		{"basic user with a fixed user", []secretdapi.TargetSpec{{Target: "basic:user", BasicUser: "u"}}, false},
+		{"basic_user on a header", []secretdapi.TargetSpec{{Target: "header:Authorization", BasicUser: "u"}}, false},
+		{"basic_user with a colon", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: "a:b"}}, false},
+		{"basic_user with a control character", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: "a\x01b"}}, false},
+		{"basic_user not UTF-8", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: "a\xffb"}}, false},
+		{"basic_user too long", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: strings.Repeat("u", secretdapi.MaxBasicUserLen+1)}}, false},
+		{"basic_user at the limit", []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: strings.Repeat("u", secretdapi.MaxBasicUserLen)}}, true},
+		{"basic other half", []secretdapi.TargetSpec{{Target: "basic:both"}}, false},
+		{"basic template", []secretdapi.TargetSpec{{Target: "basic:password", Template: "{}"}}, false},
+		{"basic overwrite", []secretdapi.TargetSpec{{Target: "basic:user", Overwrite: true}}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
@@ -99,6 +113,46 @@ func TestCheckTargets(t *testing.T) {
 					is.True(strings.Contains(o.Template, "{}"))
 				}
 			}
+		})
+	}
+}
+
+// TestCheckBasicValue: a value that may be sent as a Basic half is valid
+// UTF-8 without control characters, and as the user-id also without ':'
+// (the server splits at the first one); other targets take any bytes.
+func TestCheckBasicValue(t *testing.T) {
+	t.Parallel()
+	pw := []secretdapi.TargetSpec{{Target: "basic:password"}}
+	user := []secretdapi.TargetSpec{{Target: "basic:user"}}
+	hdr := []secretdapi.TargetSpec{{Target: "header:Authorization"}}
+	for _, tt := range []struct {
+		name  string
+		ts    []secretdapi.TargetSpec
+		value string
+		ok    bool
+	}{
+		{"password", pw, "s3cret:with:colons and spaces", true},
+		{"password utf-8", pw, "pässwörd", true},
+		{"password with CR LF", pw, "a\r\nb", false},
+		{"password with NUL", pw, "a\x00b", false},
+		{"password with DEL", pw, "a\x7fb", false},
+		{"password not UTF-8", pw, "a\xffb", false},
+		{"user", user, "ghp_token", true},
+		{"user with a colon", user, "a:b", false},
+		{"user with a tab", user, "a\tb", false},
+		{"header takes any bytes", hdr, "a:\x01\xff", true},
+		{"header and user: the user rules", append(hdr, user...), "a:b", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			err := CheckBasicValue(tt.ts, []byte(tt.value))
+			if tt.ok {
+				is.NoErr(err)
+				return
+			}
+			is.Equal(wire.CodeOf(err), secretdapi.CodeCredentialInvalid)
+			is.True(!strings.Contains(err.Error(), tt.value)) // never the value
 		})
 	}
 }
@@ -186,6 +240,8 @@ func TestRegistry(t *testing.T) {
 		{Name: "Bad", Value: []byte("x"), Destinations: req.Destinations, Targets: req.Targets},
 		{Name: "ok", Destinations: req.Destinations, Targets: req.Targets},
 		{Name: "ok", Value: make([]byte, secretdapi.MaxValueLen+1), Destinations: req.Destinations, Targets: req.Targets},
+		{Name: "ok", Value: []byte("user:with-colon"), Destinations: req.Destinations, Targets: []secretdapi.TargetSpec{{Target: "basic:user"}}},
+		{Name: "ok", Value: []byte("pw"), Destinations: req.Destinations, Targets: []secretdapi.TargetSpec{{Target: "basic:user", BasicUser: "u"}}},
 	} {
 		_, err := r.Put(bad)
 		is.Equal(wire.CodeOf(err), secretdapi.CodeCredentialInvalid)

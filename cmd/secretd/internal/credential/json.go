@@ -8,13 +8,14 @@ type JSONTarget struct {
 	Target    string `json:"target"`
 	Template  string `json:"template,omitempty"`
 	Overwrite bool   `json:"overwrite,omitempty"`
+	BasicUser string `json:"basic_user,omitempty"`
 }
 
 // ToJSONTargets converts API targets to their file form.
 func ToJSONTargets(ts []secretdapi.TargetSpec) []JSONTarget {
 	out := make([]JSONTarget, len(ts))
 	for i, t := range ts {
-		out[i] = JSONTarget{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite}
+		out[i] = JSONTarget{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite, BasicUser: t.BasicUser}
 	}
 	return out
 }
@@ -23,7 +24,7 @@ func ToJSONTargets(ts []secretdapi.TargetSpec) []JSONTarget {
 func FromJSONTargets(ts []JSONTarget) []secretdapi.TargetSpec {
 	out := make([]secretdapi.TargetSpec, len(ts))
 	for i, t := range ts {
-		out[i] = secretdapi.TargetSpec{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite}
+		out[i] = secretdapi.TargetSpec{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite, BasicUser: t.BasicUser}
 	}
 	return out
 }

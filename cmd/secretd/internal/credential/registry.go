@@ -87,6 +87,9 @@ func (r *Registry) Put(req *secretdapi.CredentialPutRequest) (secretdapi.Credent
 	if err != nil {
 		return secretdapi.CredentialMeta{}, err
 	}
+	if err := CheckBasicValue(targets, req.Value); err != nil {
+		return secretdapi.CredentialMeta{}, err
+	}
 	buf, err := r.alloc.Copy(req.Value)
 	if err != nil {
 		return secretdapi.CredentialMeta{}, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"hostkit.dev/lib/api/secretdapi"
 	"hostkit.dev/lib/netguard"
@@ -78,8 +79,9 @@ func CanonicalDestinations(ds []string) ([]string, error) {
 }
 
 // CheckTargets validates ts and returns them normalized: sorted by target,
-// header templates defaulted to "{}", templates and overwrite cleared for
-// non-header targets. Errors: credential.invalid naming the index.
+// header templates defaulted to "{}"; a template or overwrite on a
+// non-header target, or a basic_user on another target than
+// basic:password, is refused. Errors: credential.invalid naming the index.
 func CheckTargets(ts []secretdapi.TargetSpec) ([]secretdapi.TargetSpec, error) {
 	if len(ts) == 0 || len(ts) > MaxTargets {
 		return nil, invalid("a credential needs 1..%d targets, got %d", MaxTargets, len(ts))
@@ -104,10 +106,13 @@ func CheckTargets(ts []secretdapi.TargetSpec) ([]secretdapi.TargetSpec, error) {
 func normalizeTarget(t secretdapi.TargetSpec) (secretdapi.TargetSpec, error) {
 	kind, name, ok := strings.Cut(t.Target, ":")
 	if !ok || name == "" || len(t.Target) > MaxTargetLen {
-		return t, fmt.Errorf("target must be header:<Name>, query:<param>, path:<name> or body:<pointer>")
+		return t, fmt.Errorf("target must be header:<Name>, query:<param>, path:<name>, body:<pointer>, basic:password or basic:user")
 	}
 	if kind != "header" && (t.Template != "" || t.Overwrite) {
 		return t, fmt.Errorf("template and overwrite apply to header targets only")
+	}
+	if t.BasicUser != "" && t.Target != secretdapi.TargetBasicPassword {
+		return t, fmt.Errorf("basic_user applies to the basic:password target only")
 	}
 	switch kind {
 	case "header":
@@ -132,10 +137,49 @@ func normalizeTarget(t secretdapi.TargetSpec) (secretdapi.TargetSpec, error) {
 		if !validPointer(name) {
 			return t, fmt.Errorf("body target is not an RFC 6901 JSON pointer")
 		}
+	case "basic":
+		if name != "password" && name != "user" {
+			return t, fmt.Errorf("a basic target is basic:password or basic:user")
+		}
+		if len(t.BasicUser) > secretdapi.MaxBasicUserLen || !ValidBasicHalf([]byte(t.BasicUser), true) {
+			return t, fmt.Errorf("basic_user must be at most %d bytes of UTF-8 without ':' or a control character", secretdapi.MaxBasicUserLen)
+		}
 	default:
 		return t, fmt.Errorf("unknown target kind %q", kind)
 	}
 	return t, nil
+}
+
+// ValidBasicHalf reports whether b may be one half of an HTTP Basic
+// credential (RFC 7617 §2): valid UTF-8 without a control character
+// (0x00–0x1F, 0x7F), and, for the user-id (user), without ':', which
+// would move the split between the halves the server sees. The empty
+// string is valid.
+func ValidBasicHalf(b []byte, user bool) bool {
+	for _, c := range b {
+		if c < ' ' || c == 0x7f || user && c == ':' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
+
+// CheckBasicValue checks value against the basic targets among ts: a
+// credential that may be sent as a Basic password or user-id must be a
+// valid half (ValidBasicHalf), so that egressd can encode it and the
+// server split it where the agent meant. Errors: credential.invalid,
+// naming the target, never the value.
+func CheckBasicValue(ts []secretdapi.TargetSpec, value []byte) error {
+	for _, t := range ts {
+		user := t.Target == secretdapi.TargetBasicUser
+		if (user || t.Target == secretdapi.TargetBasicPassword) && !ValidBasicHalf(value, user) {
+			if user {
+				return invalid("a %s value must be UTF-8 without ':' or a control character", t.Target)
+			}
+			return invalid("a %s value must be UTF-8 without a control character", t.Target)
+		}
+	}
+	return nil
 }
 
 // isToken reports whether s is an RFC 9110 token (a header field name).

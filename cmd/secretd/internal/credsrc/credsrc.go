@@ -162,6 +162,9 @@ func load(dir string, e Entry, alloc *secmem.Allocator) (credential.Credential, 
 	if err := credential.CheckValue(value); err != nil {
 		return credential.Credential{}, fmt.Errorf("file %q: %w", file, err)
 	}
+	if err := credential.CheckBasicValue(targets, value); err != nil {
+		return credential.Credential{}, fmt.Errorf("file %q: %w", file, err)
+	}
 	var mtime int64
 	if fi, err := os.Stat(path); err == nil {
 		mtime = fi.ModTime().UnixMilli()

@@ -27,6 +27,7 @@ type Spec struct {
 	Target      string
 	Template    string // header targets only
 	Overwrite   bool   // header targets only
+	BasicUser   string // basic:password only: the user-id egressd sends ("" = the agent's)
 	Invocation  string
 	Owner       string // the stager's owner id ("" = none): List and Revoke select by it
 	TTL         time.Duration

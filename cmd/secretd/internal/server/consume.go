@@ -27,6 +27,7 @@ type consumeOut struct {
 
 // leaseOut mirrors secretdapi.Lease (same keys, same order).
 type leaseOut struct {
+	BasicUser   string    `msgpack:"basic_user"`
 	Credential  string    `msgpack:"credential"`
 	Destination string    `msgpack:"destination"`
 	Handle      []byte    `msgpack:"handle"`
@@ -102,7 +103,7 @@ func (s *Server) leaseConsume(ctx context.Context, call *rpc.Call) (any, error) 
 	}
 	out := &consumeOut{Leases: make([]leaseOut, len(res.Leases))}
 	for i, l := range res.Leases {
-		out.Leases[i] = leaseOut{Credential: l.Spec.Credential, Destination: l.Spec.Destination, Handle: l.Handle,
+		out.Leases[i] = leaseOut{BasicUser: l.Spec.BasicUser, Credential: l.Spec.Credential, Destination: l.Spec.Destination, Handle: l.Handle,
 			Overwrite: l.Spec.Overwrite, Placeholder: l.Placeholder, Target: l.Spec.Target, Template: l.Spec.Template,
 			Value: newValueOut(l.Value)}
 		if !strings.HasPrefix(l.Spec.Target, "header:") {

@@ -110,7 +110,7 @@ func choose(meta *secretdapi.CredentialMeta, req *secretdapi.LeaseStageRequest) 
 			return spec, wire.Errorf(secretdapi.CodeLeaseTargetDenied, "target is not among credential %q's targets", meta.Name)
 		}
 	}
-	spec.Target, spec.Template, spec.Overwrite = t.Target, t.Template, t.Overwrite
+	spec.Target, spec.Template, spec.Overwrite, spec.BasicUser = t.Target, t.Template, t.Overwrite, t.BasicUser
 	return spec, nil
 }
 

@@ -60,6 +60,50 @@ func TestStageLookupConsume(t *testing.T) {
 	h.checkNoLeak(t, st.Handle)
 }
 
+// TestBasicTargetsOverSocket: a credential with both Basic halves as
+// targets, one with a fixed user-id, stores and lists them; a lease staged
+// for each half carries its target and (for the password only) the fixed
+// user-id, and no template or overwrite.
+func TestBasicTargetsOverSocket(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	h := start(t, allRoles())
+	h.put(t, "git", []string{"https://git.example.com"},
+		secretdapi.TargetSpec{Target: secretdapi.TargetBasicPassword, BasicUser: "x-access-token"},
+		secretdapi.TargetSpec{Target: secretdapi.TargetBasicUser})
+	list, err := h.api.CredentialList(ctx)
+	is.NoErr(err)
+	is.Equal(list.Credentials[0].Targets, []secretdapi.TargetSpec{
+		{Target: "basic:password", BasicUser: "x-access-token"}, {Target: "basic:user"}})
+	var handles [][]byte
+	for _, target := range []string{"basic:password", "basic:user"} {
+		st, err := h.api.LeaseStage(ctx, &secretdapi.LeaseStageRequest{Credential: "git", Invocation: "inv-b", Target: target})
+		is.NoErr(err)
+		handles = append(handles, st.Handle)
+	}
+	out, err := h.api.LeaseConsume(ctx, "inv-b", handles)
+	is.NoErr(err)
+	is.Equal(len(out.Leases), 2)
+	pw, user := out.Leases[0], out.Leases[1]
+	is.Equal(pw.Target, "basic:password")
+	is.Equal(pw.BasicUser, "x-access-token")
+	is.Equal(user.Target, "basic:user")
+	is.Equal(user.BasicUser, "")
+	for _, l := range out.Leases {
+		is.Equal(l.Value, canary)
+		is.Equal(l.Template, "")
+		is.True(!l.Overwrite)
+	}
+	// A value with a ':' cannot be a user-id: refused at put, naming no value.
+	_, err = h.api.CredentialPut(ctx, &secretdapi.CredentialPutRequest{Name: "bad", Value: []byte("a:" + string(canary)),
+		Destinations: []string{"https://git.example.com"}, Targets: []secretdapi.TargetSpec{{Target: "basic:user"}}}, "")
+	is.Equal(wire.CodeOf(err), secretdapi.CodeCredentialInvalid)
+	is.True(!strings.Contains(err.Error(), string(canary)))
+	for _, hd := range handles {
+		h.checkNoLeak(t, hd)
+	}
+}
+
 func TestStageRules(t *testing.T) {
 	t.Parallel()
 	h := start(t, allRoles())

@@ -240,6 +240,9 @@ func Decode(raw []byte) (meta secretdapi.CredentialMeta, value []byte, err error
 	if meta.Targets, err = credential.CheckTargets(credential.FromJSONTargets(h.Targets)); err != nil {
 		return meta, nil, err
 	}
+	if err = credential.CheckBasicValue(meta.Targets, value); err != nil {
+		return meta, nil, err
+	}
 	return meta, value, nil
 }
 

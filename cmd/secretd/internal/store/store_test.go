@@ -121,3 +121,26 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestBasicTargetRoundTrip: a basic:password target's fixed user-id is
+// kept on disk; a file whose value cannot be a Basic user-id is skipped
+// as damaged (a hand-edited file cannot bypass the put check).
+func TestBasicTargetRoundTrip(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s, err := Open(filepath.Join(t.TempDir(), "secretd", "credentials"))
+	is.NoErr(err)
+	m := meta("git")
+	m.Targets = []secretdapi.TargetSpec{{Target: "basic:password", BasicUser: "x-access-token"}}
+	is.NoErr(s.Write(m, []byte("pw-value")))
+	bad := meta("bad")
+	bad.Targets = []secretdapi.TargetSpec{{Target: "basic:user"}}
+	is.NoErr(s.Write(bad, []byte("user:colon")))
+	alloc := secmem.New(slog.New(slog.DiscardHandler))
+	creds, damaged, err := s.Load(alloc)
+	is.NoErr(err)
+	is.Equal(len(damaged), 1)
+	is.Equal(len(creds), 1)
+	is.Equal(creds[0].Meta.Targets, m.Targets)
+	creds[0].Value.Free()
+}
