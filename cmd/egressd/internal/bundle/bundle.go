@@ -27,6 +27,7 @@ type Credential struct {
 	Target      inject.Target   // the only position the value may take
 	Template    string          // header targets: "{}" placed once; "" = "{}"
 	Overwrite   bool            // header targets: replace an existing header
+	BasicUser   string          // basic:password: the user-id sent whatever the agent sent ("" = the agent's)
 	Placeholder string          // hkp_...; safe to show
 	placed      string          // header targets: Template rendered with Placeholder (PlacedHeader)
 	value       redact.Secret

@@ -217,6 +217,16 @@ func TestConsumeFailuresKeepNothing(t *testing.T) {
 		{"template on query", mut(func(l *secretdapi.Lease) { l.Target = "query:k" })},
 		{"empty value", mut(func(l *secretdapi.Lease) { l.Value = nil })},
 		{"bad placeholder", mut(func(l *secretdapi.Lease) { l.Placeholder = "hkp_x" })},
+		{"basic_user on a header", mut(func(l *secretdapi.Lease) { l.BasicUser = "u" })},
+		{"basic_user on basic:user", mut(func(l *secretdapi.Lease) { l.Target, l.Template, l.BasicUser = "basic:user", "", "u" })},
+		{"basic_user with a colon", mut(func(l *secretdapi.Lease) { l.Target, l.Template, l.BasicUser = "basic:password", "", "a:b" })},
+		{"basic_user too long", mut(func(l *secretdapi.Lease) {
+			l.Target, l.Template, l.BasicUser = "basic:password", "", strings.Repeat("u", secretdapi.MaxBasicUserLen+1)
+		})},
+		{"basic user value with a colon", mut(func(l *secretdapi.Lease) { l.Target, l.Template, l.Value = "basic:user", "", []byte("a:"+canary) })},
+		{"basic password value with a CR", mut(func(l *secretdapi.Lease) { l.Target, l.Template, l.Value = "basic:password", "", []byte(canary+"\r") })},
+		{"basic with a template", mut(func(l *secretdapi.Lease) { l.Target = "basic:password" })},
+		{"basic other half", mut(func(l *secretdapi.Lease) { l.Target, l.Template = "basic:both", "" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

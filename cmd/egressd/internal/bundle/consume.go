@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"unicode/utf8"
 
 	"hostkit.dev/cmd/egressd/internal/inject"
 	"hostkit.dev/lib/api/egressdapi"
@@ -78,15 +79,53 @@ func credential(l *secretdapi.Lease, handle []byte) (*Credential, string) {
 	if len(l.Value) == 0 || len(l.Value) > secretdapi.MaxValueLen {
 		return nil, "a value is empty or too long"
 	}
+	if msg := checkBasic(l, tgt); msg != "" {
+		return nil, msg
+	}
 	if !placeholderRE.MatchString(l.Placeholder) {
 		return nil, "a placeholder is malformed"
 	}
 	c := &Credential{
 		Name: l.Credential, Destination: dest, Target: tgt, Template: l.Template,
-		Overwrite: l.Overwrite, Placeholder: l.Placeholder, value: redact.NewSecret(l.Value),
+		Overwrite: l.Overwrite, BasicUser: l.BasicUser, Placeholder: l.Placeholder, value: redact.NewSecret(l.Value),
 	}
 	if tgt.Kind == inject.KindHeader {
 		c.placed, _ = inject.Render(l.Template, []byte(l.Placeholder)) // the template was checked above
 	}
 	return c, ""
+}
+
+// checkBasic checks a lease's Basic fields as secretd does (its answer is
+// not trusted to): basic_user only with basic:password, at most
+// secretdapi.MaxBasicUserLen bytes; the user-id and the value each a
+// valid half (UTF-8, no control character, no ':' in a user-id), so the
+// pair egressd encodes splits where the agent meant. It returns a reason
+// when they are unusable.
+func checkBasic(l *secretdapi.Lease, tgt inject.Target) string {
+	if tgt.Kind != inject.KindBasic {
+		if l.BasicUser != "" {
+			return "a basic_user on a target other than basic:password"
+		}
+		return ""
+	}
+	if l.BasicUser != "" && tgt.Name != inject.BasicPassword || len(l.BasicUser) > secretdapi.MaxBasicUserLen ||
+		!validHalf([]byte(l.BasicUser), true) {
+		return "a basic_user is invalid"
+	}
+	if !validHalf(l.Value, tgt.Name == inject.BasicUser) {
+		return "a value cannot be that half of a Basic credential"
+	}
+	return ""
+}
+
+// validHalf reports whether b may be a half of a Basic credential (RFC
+// 7617 §2): UTF-8 without a control character, and without ':' in a
+// user-id.
+func validHalf(b []byte, user bool) bool {
+	for _, c := range b {
+		if c < ' ' || c == 0x7f || user && c == ':' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }

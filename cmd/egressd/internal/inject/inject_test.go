@@ -42,6 +42,10 @@ func TestParseTarget(t *testing.T) {
 		{"path:a/b", Target{}, false},
 		{"cookie:x", Target{}, false},
 		{"header", Target{}, false},
+		{"basic:password", Target{KindBasic, "password"}, true},
+		{"basic:user", Target{KindBasic, "user"}, true},
+		{"basic:Password", Target{}, false},
+		{"basic:", Target{}, false},
 	} {
 		got, err := ParseTarget(tc.in)
 		is.New(t).Equal(err == nil, tc.ok)

@@ -25,18 +25,32 @@ const (
 	KindQuery
 	KindPath
 	KindBody
+	KindBasic // one half of an Authorization: Basic credential (RFC 7617)
 )
 
-var kindNames = map[Kind]string{KindHeader: "header", KindQuery: "query", KindPath: "path", KindBody: "body"}
-
-// String returns "header", "query", "path" or "body".
-func (k Kind) String() string { return kindNames[k] }
+// String returns "header", "query", "path", "body" or "basic".
+func (k Kind) String() string {
+	switch k {
+	case KindHeader:
+		return "header"
+	case KindQuery:
+		return "query"
+	case KindPath:
+		return "path"
+	case KindBody:
+		return "body"
+	case KindBasic:
+		return "basic"
+	}
+	return ""
+}
 
 // Target is a parsed staged target.
 type Target struct {
 	Kind Kind
 	// Name is the canonical header name, the query parameter, the path
-	// segment name, or the RFC 6901 pointer.
+	// segment name, the RFC 6901 pointer, or the Basic half (BasicUser,
+	// BasicPassword).
 	Name string
 }
 
@@ -44,10 +58,11 @@ type Target struct {
 func (t Target) String() string { return t.Kind.String() + ":" + t.Name }
 
 // ParseTarget parses `header:<Name>` | `query:<param>` | `path:<name>` |
-// `body:<RFC 6901 pointer>`. Errors: egress.injection_failed.
+// `body:<RFC 6901 pointer>` | `basic:user` | `basic:password`. Errors:
+// egress.injection_failed.
 func ParseTarget(s string) (Target, error) {
 	kind, name, ok := strings.Cut(s, ":")
-	bad := wire.Errorf(egressdapi.CodeInjectionFailed, "target is not header:, query:, path: or body:")
+	bad := wire.Errorf(egressdapi.CodeInjectionFailed, "target is not header:, query:, path:, body:, basic:user or basic:password")
 	if !ok || name == "" {
 		return Target{}, bad
 	}
@@ -69,6 +84,11 @@ func ParseTarget(s string) (Target, error) {
 			return Target{}, err
 		}
 		return Target{Kind: KindBody, Name: name}, nil
+	case "basic":
+		if name != BasicUser && name != BasicPassword {
+			return Target{}, bad
+		}
+		return Target{Kind: KindBasic, Name: name}, nil
 	}
 	return Target{}, bad
 }

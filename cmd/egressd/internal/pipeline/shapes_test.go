@@ -82,6 +82,10 @@ var shapes = []shape{
 		_ = json.Unmarshal(s.Body, &v)
 		return v.Auth.Key
 	}},
+	{"basic password", "basic:password", "", "/v1/x", "", func(s seen) string {
+		_, pw, _ := (&http.Request{Header: s.Header}).BasicAuth() // the canary's ':' stays in the password
+		return pw
+	}},
 }
 
 func (sh shape) input(base string) Input {

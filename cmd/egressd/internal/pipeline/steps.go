@@ -67,8 +67,8 @@ func (p *Pipeline) SplitHostPort(a string) (string, uint16, error) {
 // Resolve is step 3 (credential resolution): it refuses raw material from
 // the caller (egress.manual_credential_rejected) and returns the bundle's
 // credentials whose destination is the request's origin and whose target
-// position the request has (header and query: always; path: a "{name}"
-// segment; body: a non-empty body).
+// position the request has (header, query and basic: always; path: a
+// "{name}" segment; body: a non-empty body).
 func (p *Pipeline) Resolve(b *bundle.Bundle, rec *request.Record) ([]*bundle.Credential, error) {
 	if err := p.scan.Manual(rec); err != nil {
 		return nil, err
@@ -200,6 +200,8 @@ func injectOne(rec *request.Record, c *bundle.Credential) error {
 		}
 		rec.Body = body
 		return nil
+	case inject.KindBasic:
+		return inject.Authorization(rec, c.Target.Name, c.BasicUser, c.Value())
 	}
 	return wire.Errorf(egressdapi.CodeInjectionFailed, "unknown target kind")
 }

@@ -262,6 +262,11 @@ func (p *Pipeline) prepare(ctx context.Context, in Input, d *decision) (*bundle.
 		return nil, nil, nil, p.refuse(ctx, d, b, err)
 	}
 	d.origin = rec.OriginString()
+	if in.Substitute {
+		if err := p.ScanProxyAuth(in.Header); err != nil { // step 1 stripped the field from rec
+			return nil, nil, nil, p.refuse(ctx, d, b, err)
+		}
+	}
 	attach, err := resolve(b, rec)
 	if err != nil {
 		return nil, nil, nil, p.refuse(ctx, d, b, err)

@@ -27,11 +27,14 @@ func errMisuse() error {
 // (egress.manual_credential_rejected) and returns the credentials of b
 // whose placeholder sits exactly at their staged target — the header value
 // equal to the template rendered with the placeholder, the one value of
-// the query parameter, a path segment, or the JSON string at the body
-// pointer — of a request to their destination over https (or to a literal
+// the query parameter, a path segment, the JSON string at the body
+// pointer, or a half of the one `Authorization: Basic` credential (see
+// basic.go) — of a request to their destination over https (or to a literal
 // loopback host). Any other occurrence of a placeholder egressd holds, for
 // this invocation or another, is egress.placeholder_misuse. A bundle
-// without credentials (anonymous use) never gets a placement.
+// without credentials (anonymous use) never gets a placement. A basic:user
+// placement beside a basic:password one that fixes the user-id is
+// egress.injection_conflict.
 func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.Credential, error) {
 	if err := p.scan.Manual(rec); err != nil {
 		return nil, err
@@ -76,6 +79,9 @@ func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.
 	}
 	if p.knownPlaceholder(scratch, placed) {
 		return nil, errMisuse()
+	}
+	if err := checkBasicPair(attach); err != nil {
+		return nil, err
 	}
 	return attach, nil
 }
@@ -128,13 +134,15 @@ func removePlacement(rec *request.Record, c *bundle.Credential) bool {
 		}
 		rec.Body = body
 		return true
+	case inject.KindBasic:
+		return removeBasic(rec, c)
 	}
 	return false
 }
 
 // knownPlaceholder reports whether rec's target (and its percent-decoded
-// forms), header names and values, or body hold a placeholder of any
-// registered invocation. The headers named in skip (placements, which
+// forms), header names and values (and what a Basic credential's value
+// decodes to), or body hold a placeholder of any registered invocation. The headers named in skip (placements, which
 // Placements removed) are left out.
 func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
 	known := p.holdsPlaceholder
@@ -152,7 +160,7 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
 			return true
 		}
 		for _, v := range vs {
-			if known(v) {
+			if known(v) || p.basicPlaceholder(v) {
 				return true
 			}
 		}
@@ -205,7 +213,9 @@ func (p *Pipeline) ScanMessage(b []byte) error {
 // of rec with each placement's placeholder replaced by the raw value at
 // the same position (header: the template rendered with the value; query:
 // the one parameter's value, query-escaped, other bytes kept; path: the
-// segment, path-escaped; body: the JSON string). Content-Length follows
+// segment, path-escaped; body: the JSON string; basic: the half, the pair
+// encoded again, with the credential's fixed user-id if it has one).
+// Content-Length follows
 // from the new body. It re-checks destination and scheme under the
 // bundle's lock. Errors: egress.plaintext_credential,
 // egress.header_invalid, egress.injection_failed.
@@ -264,6 +274,8 @@ func substituteOne(rec *request.Record, c *bundle.Credential) error {
 			return err
 		}
 		rec.Body = body
+	case inject.KindBasic:
+		return substituteBasic(rec, c)
 	default:
 		return failed()
 	}
