@@ -51,15 +51,52 @@ func (k kvFlag) Set(v string) error {
 	return nil
 }
 
-// parseCreds parses --credential NAME=ENV values. Errors are usage errors.
+// parseCreds parses --credential NAME=ENV[,target=T][,destination=O]
+// values: the credential, the environment variable that holds its
+// placeholder, and, for a credential with several targets or
+// destinations, which one this lease is for (omitted: the credential's
+// only one; supervisord and secretd refuse an ambiguous one with
+// lease.ambiguous). A ',' that does not start another option belongs to
+// the value before it (a body pointer or query parameter may hold one).
+// Errors are usage errors.
 func parseCreds(vals []string) ([]api.CredentialSpec, error) {
 	var out []api.CredentialSpec
 	for _, v := range vals {
-		name, env, ok := strings.Cut(v, "=")
-		if !ok || name == "" || env == "" {
-			return nil, usageError{fmt.Sprintf("--credential wants NAME=ENV (credential name, environment variable), got %q", v)}
+		bad := func(why string) error {
+			return usageError{fmt.Sprintf("--credential wants NAME=ENV[,target=T][,destination=O] (%s), got %q", why, v)}
 		}
-		out = append(out, api.CredentialSpec{Credential: name, Env: env})
+		head, rest, _ := strings.Cut(v, ",")
+		name, env, ok := strings.Cut(head, "=")
+		if !ok || name == "" || env == "" {
+			return nil, bad("credential name, environment variable")
+		}
+		spec := api.CredentialSpec{Credential: name, Env: env}
+		var cur *string
+		seen := map[string]bool{}
+		for rest != "" {
+			var part string
+			part, rest, _ = strings.Cut(rest, ",")
+			key, val, _ := strings.Cut(part, "=")
+			switch {
+			case (key == "target" || key == "destination") && !seen[key]:
+				seen[key] = true
+				cur = &spec.Target
+				if key == "destination" {
+					cur = &spec.Destination
+				}
+				*cur = val
+			case key == "target" || key == "destination":
+				return nil, bad(key + " given twice")
+			case cur != nil:
+				*cur += "," + part
+			default:
+				return nil, bad("unknown option " + strconv.Quote(key))
+			}
+		}
+		if seen["target"] && spec.Target == "" || seen["destination"] && spec.Destination == "" {
+			return nil, bad("empty target or destination")
+		}
+		out = append(out, spec)
 	}
 	return out, nil
 }
@@ -80,12 +117,12 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	digest := fs.String("digest", "", "runtime container: the image's manifest digest (sha256:...)")
 	var creds, allow stringsFlag
 	env := kvFlag{}
-	fs.Var(&creds, "credential", "credential NAME given to the agent (as a placeholder) under environment variable ENV: NAME=ENV (repeatable)")
+	fs.Var(&creds, "credential", "credential NAME given to the agent (as a placeholder) under environment variable ENV: NAME=ENV[,target=T][,destination=O] (repeatable; target and destination pick one of a credential's several)")
 	fs.Var(&allow, "allow", "origin the agent may reach through egressd, e.g. https://api.example.com (repeatable)")
 	fs.Var(env, "env", "environment variable K=V for the agent (repeatable)")
 	return &ffcli.Command{
 		Name:       "provision",
-		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] [--runtime container --image DIR --digest sha256:...] -- CMD ARGS...",
+		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV[,target=T][,destination=O]]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] [--runtime container --image DIR --digest sha256:...] -- CMD ARGS...",
 		ShortHelp:  "create and start an instance",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {

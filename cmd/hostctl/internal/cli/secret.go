@@ -43,13 +43,14 @@ func secretPutCmd(g *globals) *ffcli.Command {
 	fromStdin := fs.Bool("from-stdin", false, "read the value from standard input")
 	var allow, targets stringsFlag
 	fs.Var(&allow, "allow", "allowed destination, a canonical origin such as https://api.example.com (repeatable)")
-	fs.Var(&targets, "target", "allowed target: header:<Name>, query:<param>, path:<name> or body:<JSON pointer> (repeatable)")
-	template := fs.String("template", "", "template for header targets, with {} once (default {})")
+	fs.Var(&targets, "target", "allowed target: header:<Name>[=<template>], query:<param>, path:<name>, body:<JSON pointer>, basic:password or basic:user (repeatable; a header target's own template, e.g. 'header:X-Api-Key={}', wins over --template)")
+	template := fs.String("template", "", "template for header targets without their own, with {} once (default {})")
 	overwrite := fs.Bool("overwrite", false, "header targets: replace a header the agent already set (default: refuse)")
+	basicUser := fs.String("basic-user", "", "basic:password target: the user-id egressd sends with the password, whatever user the agent sent (default: the agent's)")
 	keepNL := fs.Bool("keep-newline", false, "keep one trailing newline of the value (it is stripped by default)")
 	return &ffcli.Command{
 		Name:       "put",
-		ShortUsage: "hostctl secret put NAME (--from-file F | --from-stdin) --allow ORIGIN... --target T... [--template 'Bearer {}'] [--overwrite]",
+		ShortUsage: "hostctl secret put NAME (--from-file F | --from-stdin) --allow ORIGIN... --target T[=TEMPLATE]... [--template 'Bearer {}'] [--overwrite] [--basic-user U]",
 		ShortHelp:  "store or replace a credential",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -69,12 +70,9 @@ func secretPutCmd(g *globals) *ffcli.Command {
 			}
 			defer clear(value)
 			req := &secretdapi.CredentialPutRequest{Destinations: allow, Name: name, Value: value}
-			for _, t := range targets {
-				spec := secretdapi.TargetSpec{Target: t}
-				if strings.HasPrefix(t, "header:") {
-					spec.Template, spec.Overwrite = *template, *overwrite
-				}
-				req.Targets = append(req.Targets, spec)
+			req.Targets, err = targetSpecs(targets, *template, *overwrite, *basicUser)
+			if err != nil {
+				return err
 			}
 			c, err := g.client(daemon.NameSecretd)
 			if err != nil {
@@ -92,6 +90,44 @@ func secretPutCmd(g *globals) *ffcli.Command {
 			return err
 		},
 	}
+}
+
+// targetSpecs builds a credential's targets from the --target values: a
+// header target may carry its own template after '=' (a header name
+// never holds one), else it takes template; overwrite applies to header
+// targets and basicUser to basic:password. A flag that would apply to no
+// target is a usage error rather than silently dropped. secretd checks
+// the rest (credential.invalid).
+func targetSpecs(targets []string, template string, overwrite bool, basicUser string) ([]secretdapi.TargetSpec, error) {
+	var out []secretdapi.TargetSpec
+	headers, templated, basicPW := false, false, false
+	for _, t := range targets {
+		spec := secretdapi.TargetSpec{Target: t}
+		switch {
+		case strings.HasPrefix(t, "header:"):
+			headers = true
+			spec.Overwrite = overwrite
+			if name, tmpl, ok := strings.Cut(t, "="); ok {
+				spec.Target, spec.Template = name, tmpl
+			} else {
+				spec.Template, templated = template, true
+			}
+		case t == secretdapi.TargetBasicPassword:
+			basicPW = true
+			spec.BasicUser = basicUser
+		}
+		out = append(out, spec)
+	}
+	if template != "" && !templated {
+		return nil, usageError{"--template applies to header targets without a template of their own; give a --target header:<Name>"}
+	}
+	if overwrite && !headers {
+		return nil, usageError{"--overwrite applies to header targets; give a --target header:<Name>"}
+	}
+	if basicUser != "" && !basicPW {
+		return nil, usageError{"--basic-user applies to the basic:password target; give --target basic:password"}
+	}
+	return out, nil
 }
 
 // oneName takes the single NAME argument; flags may follow it.
@@ -184,10 +220,12 @@ type credentialJSON struct {
 	UpdatedAt    int64        `json:"updated_at_ms"`
 }
 
+// targetJSON is one target in `secret list --json`.
 type targetJSON struct {
 	Target    string `json:"target"`
 	Template  string `json:"template,omitempty"`
 	Overwrite bool   `json:"overwrite,omitempty"`
+	BasicUser string `json:"basic_user,omitempty"` // basic:password: the fixed user-id
 }
 
 func credentialsJSON(ms []secretdapi.CredentialMeta) map[string]any {
@@ -196,7 +234,7 @@ func credentialsJSON(ms []secretdapi.CredentialMeta) map[string]any {
 		c := credentialJSON{Name: m.Name, Source: m.Source, Version: m.Version, Destinations: m.Destinations,
 			CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Targets: []targetJSON{}}
 		for _, t := range m.Targets {
-			c.Targets = append(c.Targets, targetJSON{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite})
+			c.Targets = append(c.Targets, targetJSON{Target: t.Target, Template: t.Template, Overwrite: t.Overwrite, BasicUser: t.BasicUser})
 		}
 		out = append(out, c)
 	}
