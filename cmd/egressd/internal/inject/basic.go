@@ -90,36 +90,52 @@ func EncodeBasic(user, password []byte) string {
 // token (the whole rest of v, and its first word when there are more)
 // decoded with every byte outside both alphabets dropped, the URL-safe
 // alphabet read as the standard one and a final lone character ignored:
-// once up to its first '=' and once with every '=' dropped. A value whose
-// scheme is not Basic adds nothing. It is for scanning only: a placement
-// needs ParseBasic.
-func AppendBasicForms(forms []string, v string) []string {
+// once up to its first '=' and once with every '=' dropped. The forms are
+// written into scratch (grown as needed; a caller's array spares the
+// allocation), which is returned for reuse. A value whose scheme is not
+// Basic adds nothing. It is for scanning only: a placement needs
+// ParseBasic.
+func AppendBasicForms(forms [][]byte, scratch []byte, v string) ([][]byte, []byte) {
 	tok, ok := basicToken(v, true)
 	if !ok {
-		return forms
+		return forms, scratch
 	}
-	forms = appendLenient(forms, tok)
+	forms, scratch = appendLenient(forms, scratch, tok)
 	if i := strings.IndexAny(tok, " \t,"); i >= 0 {
-		forms = appendLenient(forms, tok[:i])
+		forms, scratch = appendLenient(forms, scratch, tok[:i])
 	}
-	return forms
+	return forms, scratch
+}
+
+// IsBasic reports whether header value v's scheme is Basic as a lenient
+// server reads it (whitespace around the scheme, any case): the values
+// AppendBasicForms decodes.
+func IsBasic(v string) bool {
+	_, ok := basicToken(v, true)
+	return ok
 }
 
 // appendLenient appends tok decoded up to its first '=' (when it has
 // one) and with every '=' dropped.
-func appendLenient(forms []string, tok string) []string {
+func appendLenient(forms [][]byte, scratch []byte, tok string) ([][]byte, []byte) {
+	var form []byte
 	if i := strings.IndexByte(tok, '='); i >= 0 {
-		forms = append(forms, lenientDecode(tok[:i]))
+		form, scratch = lenientDecode(scratch, tok[:i])
+		forms = append(forms, form)
 	}
-	return append(forms, lenientDecode(tok))
+	form, scratch = lenientDecode(scratch, tok)
+	return append(forms, form), scratch
 }
 
 // lenientDecode decodes tok as base64 after dropping every byte outside
 // both alphabets ('=' included) and reading '-' and '_' as '+' and '/',
 // ignoring a final lone character (it holds no whole byte) and the unused
-// bits of the last quantum.
-func lenientDecode(tok string) string {
-	clean := make([]byte, 0, len(tok))
+// bits of the last quantum. The cleaned token and then the decoded bytes
+// are appended to scratch; it returns the decoded bytes (a slice of
+// scratch, with its capacity cut so that a later append cannot overwrite
+// them) and scratch.
+func lenientDecode(scratch []byte, tok string) ([]byte, []byte) {
+	start := len(scratch)
 	for i := 0; i < len(tok); i++ {
 		c := tok[i]
 		switch {
@@ -131,14 +147,18 @@ func lenientDecode(tok string) string {
 		default:
 			continue
 		}
-		clean = append(clean, c)
+		scratch = append(scratch, c)
 	}
-	if len(clean)%4 == 1 {
-		clean = clean[:len(clean)-1]
+	if (len(scratch)-start)%4 == 1 {
+		scratch = scratch[:len(scratch)-1]
 	}
-	out := make([]byte, base64.RawStdEncoding.DecodedLen(len(clean)))
-	n, _ := base64.RawStdEncoding.Decode(out, clean) // only the alphabet is left, in whole bytes
-	return string(out[:n])
+	clean := len(scratch)
+	n := base64.RawStdEncoding.DecodedLen(clean - start)
+	scratch = append(scratch, make([]byte, n)...) // no allocation while it fits
+	// Only the alphabet is left, in whole bytes: it decodes.
+	n, _ = base64.RawStdEncoding.Decode(scratch[clean:], scratch[start:clean])
+	out := scratch[clean : clean+n : clean+n]
+	return out, scratch[:clean+n]
 }
 
 // Authorization places value as half (BasicUser or BasicPassword) of the

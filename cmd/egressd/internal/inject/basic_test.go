@@ -77,8 +77,8 @@ func TestAppendBasicForms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			forms := AppendBasicForms(nil, tc.in)
-			got := slices.ContainsFunc(forms, func(f string) bool { return strings.Contains(f, "hkp_abcdefghijklmnopqrstuvwxyz234567") })
+			forms, _ := AppendBasicForms(nil, make([]byte, 0, 8), tc.in) // scratch grows past its first array
+			got := slices.ContainsFunc(forms, func(f []byte) bool { return strings.Contains(string(f), "hkp_abcdefghijklmnopqrstuvwxyz234567") })
 			is.New(t).Equal(got, tc.want)
 		})
 	}
@@ -145,14 +145,14 @@ func FuzzBasic(f *testing.F) {
 	f.Add("Basic "+strings.TrimRight(b64("u:hkp_x"), "="), "u", "hkp_x")
 	f.Add("Basic YWxpY2U6cHX=", "a:b", "c")
 	f.Fuzz(func(t *testing.T, v, user, pass string) {
-		forms := AppendBasicForms(nil, v)
+		forms, _ := AppendBasicForms(nil, nil, v)
 		if b, ok := ParseBasic(v); ok {
 			text := b.User + ":" + b.Password
 			tok, _ := basicToken(v, false)
 			if enc := EncodeBasic([]byte(b.User), []byte(b.Password)); enc != "Basic "+tok {
 				t.Fatalf("%q re-encodes to %q", v, enc)
 			}
-			if !slices.Contains(forms, text) {
+			if !slices.ContainsFunc(forms, func(f []byte) bool { return string(f) == text }) {
 				t.Fatalf("%q decodes to %q, which no lenient form %q holds", v, text, forms)
 			}
 		}

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"bytes"
 	"strings"
+	"unsafe"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
 	"hostkit.dev/cmd/egressd/internal/inject"
@@ -94,11 +96,23 @@ func substituteBasic(rec *request.Record, c *bundle.Credential) error {
 // basicPlaceholder reports whether header value v, read as a Basic
 // credential by any decoder (inject.AppendBasicForms), holds a
 // placeholder of any registered invocation, also once percent-decoded.
+// A form without "hkp" (any case) or '%' cannot hold one and is not
+// copied (egressd's own Proxy-Authorization is such a value on every
+// absolute-form request). A Basic value costs one allocation (the decode
+// buffer), any other value none.
 func (p *Pipeline) basicPlaceholder(v string) bool {
-	var basic [4]string
+	if !inject.IsBasic(v) { // nearly every header value: no buffer is made
+		return false
+	}
+	var formsBuf [4][]byte
+	var scratch [384]byte
+	basic, _ := inject.AppendBasicForms(formsBuf[:0], scratch[:0], v)
 	var forms [4]string
-	for _, d := range inject.AppendBasicForms(basic[:0], v) {
-		for _, f := range scan.AppendDecodedForms(forms[:0], d) {
+	for _, d := range basic {
+		if !containsFold(basicView(d), "hkp") && bytes.IndexByte(d, '%') < 0 {
+			continue
+		}
+		for _, f := range scan.AppendDecodedForms(forms[:0], string(d)) {
 			if p.holdsPlaceholder(f) {
 				return true
 			}
@@ -106,6 +120,10 @@ func (p *Pipeline) basicPlaceholder(v string) bool {
 	}
 	return false
 }
+
+// basicView is b as a string, without a copy, for a read that does not keep
+// it.
+func basicView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // ScanProxyAuth refuses a proxied request whose Proxy-Authorization
 // fields (as the client sent them: step 1 strips them before the search
