@@ -11,7 +11,7 @@ const (
 	CodeAddressForbidden     = "egress.address_forbidden"  // the host resolves to (or is) a non-public address the operator did not map
 	CodeClientClosed         = "egress.client_closed"      // the client went away before the answer's end: the upstream request was ended (audit only)
 	CodeHeaderInvalid        = "egress.header_invalid"     // CR, LF, NUL or CTL in a header, a bad name, Host mismatch, CL+TE
-	CodeInjectionConflict    = "egress.injection_conflict" // the staged target is already present (header without overwrite, query param)
+	CodeInjectionConflict    = "egress.injection_conflict" // the staged target is already present (header without overwrite, query param, a non-Basic Authorization), or two Basic placements disagree on the user-id
 	CodeInjectionFailed      = "egress.injection_failed"   // the staged target cannot be filled (bad JSON body, duplicate keys, missing parent)
 	CodeInvalidRequest       = "egress.invalid_request"    // malformed method or URL, userinfo, fragment, bad body length
 	CodeLoopbackOwnerAgent   = "egress.loopback_owner_agent"
