@@ -38,7 +38,7 @@ func (b Basic) Half(name string) string {
 // base64 with its padding and nothing else (RFC 4648 §4, no line breaks,
 // no URL-safe alphabet), decoding to a user-id and password split at the
 // first ':'. It reports false for anything else: such a value is never a
-// placement (BasicForms still finds a placeholder in it).
+// placement (AppendBasicForms still finds a placeholder in it).
 func ParseBasic(v string) (Basic, bool) {
 	tok, ok := basicToken(v, false)
 	if !ok || tok == "" || strings.ContainsAny(tok, " \r\n") { // Strict still skips CR and LF
