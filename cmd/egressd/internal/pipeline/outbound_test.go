@@ -12,8 +12,8 @@ import (
 
 	"hostkit.dev/cmd/egressd/internal/request"
 	"hostkit.dev/lib/api/egressdapi"
-	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/redact"
 	"hostkit.dev/lib/wire"
 )
 
