@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/matryer/is"
 
@@ -289,4 +291,54 @@ func FuzzOutbound(f *testing.F) {
 			t.Fatalf("streamed %q, buffered %q", code, want)
 		}
 	})
+}
+
+// BenchmarkOutbound measures the scan of a binary body (the upload
+// tests' pattern: random bytes) and of JSON text, with one value and
+// two placeholders held; phScan alone is the placeholder finder's part.
+func BenchmarkOutbound(b *testing.B) {
+	f := outboundFixture(b)
+	rng := rand.New(rand.NewPCG(5, 6))
+	random := make([]byte, 1<<20)
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	text := []byte(strings.Repeat(`{"delta":"some text, 42 of it","id":"x"}`+"\n", (1<<20)/41))
+	for _, in := range []struct {
+		name string
+		body []byte
+	}{{"binary", random}, {"json", text}} {
+		b.Run(in.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in.body)))
+			for b.Loop() {
+				o := f.p.NewOutbound(true)
+				for p := in.body; len(p) > 0; p = p[min(len(p), 32<<10):] {
+					if _, err := o.Next(p[:min(len(p), 32<<10)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+		b.Run(in.name+"/phScan", func(b *testing.B) {
+			b.SetBytes(int64(len(in.body)))
+			for b.Loop() {
+				s := newPhScan(f.p.isPlaceholder)
+				s.write(in.body, 0)
+			}
+		})
+	}
+}
+
+// TestLowerToASCII: the placeholder finder's lowering relies on U+0130
+// and U+212A being the only non-ASCII runes that lower to ASCII.
+func TestLowerToASCII(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	got := map[rune]rune{}
+	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
+		if l := unicode.ToLower(r); l < utf8.RuneSelf {
+			got[r] = l
+		}
+	}
+	is.Equal(got, map[rune]rune{0x130: 'i', 0x212a: 'k'})
 }

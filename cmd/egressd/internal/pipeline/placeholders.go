@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"unicode"
 	"unicode/utf8"
 
 	"hostkit.dev/cmd/egressd/internal/scan"
@@ -45,8 +44,9 @@ type phLevel struct {
 	npend   int
 	decodes bool // levels above 0 decode their input
 
-	// The lowerer: a rune not yet whole, and the offset of its first byte.
-	rune   [utf8.UTFMax]byte
+	// The lowerer: the start of U+0130 or U+212A not yet whole, and the
+	// offset of its first byte.
+	rune   [2]byte
 	nrune  int
 	runeAt int64
 
@@ -116,31 +116,51 @@ func (s *phScan) out(k int, c byte, at int64) {
 	s.lower(k, c, at)
 }
 
-// lower lowers level k's view byte by byte (a rune once whole), matches
-// it, and passes the view's bytes (before lowering, as the next decoding
-// reads them) up.
+// lower lowers level k's view as strings.ToLower would, matches it, and
+// passes the view's bytes (before lowering, as the next decoding reads
+// them) up. Only two runes lower to ASCII (U+0130 to "i", U+212A KELVIN
+// SIGN to "k"; TestLowerToASCII checks every rune): a lead byte is never
+// part of the rune before it, so their encodings are found by their
+// bytes alone, and any other non-ASCII byte is a phSentinel (how many
+// sentinels stand for a rune does not change what matches).
 func (s *phScan) lower(k int, c byte, at int64) {
-	s.up(k, c, at)
+	if k < scan.MaxDecodeRounds && (c == '%' || k+1 < len(s.levels)) {
+		s.up(k, c, at)
+	}
 	l := s.levels[k]
-	if l.nrune == 0 && c < utf8.RuneSelf {
+	switch {
+	case l.nrune == 0 && c < utf8.RuneSelf:
 		s.match(l, lowerASCII(c), at)
-		return
+	case l.nrune == 0 && (c == 0xc4 || c == 0xe2):
+		l.rune[0], l.nrune, l.runeAt = c, 1, at
+	case l.nrune == 0:
+		s.match(l, phSentinel, at)
+	case l.rune[0] == 0xc4 && c == 0xb0: // U+0130
+		l.nrune = 0
+		s.match(l, 'i', l.runeAt)
+	case l.rune[0] == 0xe2 && l.nrune == 1 && c == 0x84:
+		l.rune[1], l.nrune = c, 2
+	case l.nrune == 2 && c == 0xaa: // U+212A
+		l.nrune = 0
+		s.match(l, 'k', l.runeAt)
+	default:
+		// Not one of the two: a rune that does not lower to ASCII, or
+		// invalid. c may begin one of them.
+		l.nrune = 0
+		s.match(l, phSentinel, l.runeAt)
+		s.lowerOnly(l, c, at)
 	}
-	if l.nrune == 0 {
-		l.runeAt = at
-	}
-	l.rune[l.nrune] = c
-	l.nrune++
-	for l.nrune > 0 && utf8.FullRune(l.rune[:l.nrune]) {
-		r, size := utf8.DecodeRune(l.rune[:l.nrune])
-		s.match(l, lowerRune(r), l.runeAt)
-		// An invalid first byte is one RuneError (as strings.ToLower
-		// reads it); what follows it is read again.
-		l.nrune = copy(l.rune[:], l.rune[size:l.nrune])
-		l.runeAt += int64(size)
-		if s.hit {
-			return
-		}
+}
+
+// lowerOnly is lower's own part for a byte already passed up.
+func (s *phScan) lowerOnly(l *phLevel, c byte, at int64) {
+	switch {
+	case c < utf8.RuneSelf:
+		s.match(l, lowerASCII(c), at)
+	case c == 0xc4 || c == 0xe2:
+		l.rune[0], l.nrune, l.runeAt = c, 1, at
+	default:
+		s.match(l, phSentinel, at)
 	}
 }
 
@@ -148,13 +168,7 @@ func (s *phScan) lower(k int, c byte, at int64) {
 // level k's state: the two views were the same until now) when the first
 // '%' reaches it.
 func (s *phScan) up(k int, c byte, at int64) {
-	if k+1 > scan.MaxDecodeRounds {
-		return
-	}
 	if k+1 == len(s.levels) {
-		if c != '%' {
-			return // level k+1 would read exactly what level k reads
-		}
 		n := *s.levels[k]
 		n.decodes, n.npend = true, 0
 		s.levels = append(s.levels, &n)
@@ -167,15 +181,6 @@ func lowerASCII(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
-}
-
-// lowerRune is r lowered as strings.ToLower lowers it, when that is
-// ASCII (U+212A KELVIN SIGN is "k", U+0130 is "i"); phSentinel otherwise.
-func lowerRune(r rune) byte {
-	if l := unicode.ToLower(r); l < utf8.RuneSelf {
-		return byte(l)
-	}
-	return phSentinel
 }
 
 // match reads one lowered byte of l's view.
@@ -251,18 +256,9 @@ func (s *phScan) flush() {
 		for i := range n {
 			s.out(k, l.pend[i], l.pendAt[i])
 		}
-		for l.nrune > 0 && !s.hit {
-			// Not a whole rune: its first byte is RuneError, the rest is
-			// read again (lower's loop, with the end known).
-			s.match(l, phSentinel, l.runeAt)
-			l.nrune = copy(l.rune[:], l.rune[1:l.nrune])
-			l.runeAt++
-			for l.nrune > 0 && utf8.FullRune(l.rune[:l.nrune]) && !s.hit {
-				r, size := utf8.DecodeRune(l.rune[:l.nrune])
-				s.match(l, lowerRune(r), l.runeAt)
-				l.nrune = copy(l.rune[:], l.rune[size:l.nrune])
-				l.runeAt += int64(size)
-			}
+		if l.nrune > 0 && !s.hit {
+			l.nrune = 0
+			s.match(l, phSentinel, l.runeAt) // a rune cut short
 		}
 	}
 }
