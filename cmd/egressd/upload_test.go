@@ -29,8 +29,8 @@ import (
 type uploadSeen struct {
 	n        int64
 	sum      [32]byte
-	complete bool   // the body ended cleanly
-	leaked   bool   // the canary or the placeholder was in it
+	complete bool // the body ended cleanly
+	leaked   bool // the canary or the placeholder was in it
 }
 
 // uploadSink is an upstream that reads every request body to its end
