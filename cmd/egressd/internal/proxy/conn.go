@@ -220,8 +220,18 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	defer giveSlot()
 	streamed := c.s.streams(b, req, rawURL)
-	var body []byte
-	if !streamed {
+	var body, first []byte
+	primed := false
+	if streamed && !expectsContinue(req) {
+		var whole bool
+		var err error
+		if first, whole, err = c.prime(req); err != nil {
+			c.rejectErr(b, req, err, true)
+			return false
+		}
+		primed, streamed, body = true, !whole, first
+	}
+	if !streamed && !primed {
 		var held int
 		var err error
 		body, held, err = c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
@@ -266,7 +276,7 @@ func (c *conn) handle(req *http.Request) bool {
 	// for the client going away starts once it has been read whole, and
 	// the connection carries another request only then.
 	if streamed {
-		sb, info := c.upload(&in, req, watch)
+		sb, info := c.upload(&in, req, first, watch)
 		defer info.close() // before any answer is written (also on a panic)
 		st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
 		info.close()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -155,12 +156,44 @@ func (w *interim) close() {
 	w.mu.Unlock()
 }
 
+// primeSize is the most of a streamed body read before the request
+// starts.
+const primeSize = 32 << 10
+
+// prime reads the first piece of a streamed body (one read that returns
+// bytes: what has arrived, at most primeSize) before anything is looked
+// up or dialled: a body whose framing breaks in it is refused then, as
+// a buffered one is (readBody's errors), and one that ends in it (whole
+// reports it) is sent as a buffered body. Not for a client that waits
+// for 100 (Continue) before it sends its body.
+func (c *conn) prime(req *http.Request) (first []byte, whole bool, err error) {
+	buf := make([]byte, primeSize)
+	for {
+		c.readBy(c.s.cfg.ExchangeIdle)
+		n, rerr := req.Body.Read(buf)
+		switch {
+		case rerr == io.EOF:
+			return buf[:n], true, nil
+		case rerr != nil && isTimeout(rerr):
+			return nil, false, timedOut(wire.Wrap(egressdapi.CodeTimeout, "the request body did not arrive in time", rerr))
+		case rerr != nil:
+			return nil, false, wire.Wrap(egressdapi.CodeInvalidRequest, "malformed request body (chunked framing, or shorter than announced)", rerr)
+		case n > 0:
+			return buf[:n], false, nil
+		}
+	}
+}
+
 // upload prepares in for a streamed body (streams reported true): the
 // body, its length, the 1xx relay for an HTTP/1.1 client, and the watch
 // started once the body has been read. It returns the body and the 1xx
 // writer to close before the answer.
-func (c *conn) upload(in *pipeline.Input, req *http.Request, watch *lateWatch) (*streamBody, *interim) {
-	body := &streamBody{r: req.Body, progress: func() { c.readBy(c.s.cfg.ExchangeIdle) }, onEOF: watch.start}
+func (c *conn) upload(in *pipeline.Input, req *http.Request, first []byte, watch *lateWatch) (*streamBody, *interim) {
+	var r io.Reader = req.Body
+	if len(first) > 0 {
+		r = io.MultiReader(bytes.NewReader(first), req.Body)
+	}
+	body := &streamBody{r: r, progress: func() { c.readBy(c.s.cfg.ExchangeIdle) }, onEOF: watch.start}
 	in.BodyStream, in.BodyLength = body, req.ContentLength
 	info := &interim{c: c}
 	if req.ProtoAtLeast(1, 1) {
