@@ -342,3 +342,38 @@ func TestLowerToASCII(t *testing.T) {
 	}
 	is.Equal(got, map[rune]rune{0x130: 'i', 0x212a: 'k'})
 }
+
+// TestBodyTarget: a body is read whole exactly when the bundle places a
+// credential in a body (a JSON-pointer target) of a request to that
+// credential's destination; any other body may stream.
+func TestBodyTarget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureConfig{})
+	f.register("inv", []secretdapi.Lease{lease("https://api.test", "body:/auth/key", "")}, "https://api.test", "https://other.test")
+	f.register("inv-h", []secretdapi.Lease{{Credential: "h", Destination: "https://api.test", Placeholder: otherPh,
+		Target: "header:Authorization", Template: "Bearer {}", Value: []byte("h-" + canary)}}, "https://api.test")
+	b, _ := f.reg.Get("inv")
+	h, _ := f.reg.Get("inv-h")
+	for _, tc := range []struct {
+		name  string
+		b     bool // inv (a body target), else inv-h (a header target)
+		url   string
+		whole bool
+	}{
+		{"body target, its destination", true, "https://api.test/v1", true},
+		{"body target, its destination with the port spelled", true, "https://API.test:443/v1", true},
+		{"body target, another origin", true, "https://other.test/v1", false},
+		{"body target, plaintext", true, "http://api.test/v1", false},
+		{"body target, URL that does not parse", true, "https://api.test:x/", true},
+		{"header target", false, "https://api.test/v1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			bb := h
+			if tc.b {
+				bb = b
+			}
+			is.Equal(f.p.BodyTarget(bb, tc.url), tc.whole)
+		})
+	}
+}
