@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -654,4 +655,128 @@ func TestAdvLongStreamsStarveOthers(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(resp.StatusCode, 200) // inv-b is not starved by inv-a's long streams
 	resp.Body.Close()
+}
+
+// TestAdvWSValueSplitAcrossMessages (leak, medium; fixed): an upstream
+// that sent the key as two WebSocket messages (as realtime APIs send text
+// deltas, one message each) got it to the client whole: each message was
+// scrubbed with a fresh scrubber that released its held-back tail at the
+// message's end, so the client reassembled the key from the two. What
+// the client receives of all messages (and of all control frames) is
+// now also read as one text: the message that completes the key closes
+// the client with 1008 before it.
+func TestAdvWSValueSplitAcrossMessages(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := newAdvWS(t, func(p *wsPeer) {
+		p.send(true, wsframe.OpText, []byte("key="+canary[:10]))
+		p.send(true, wsframe.OpText, []byte(canary[10:]))
+		p.send(true, wsframe.OpPing, []byte(canary[:10]))
+		p.send(true, wsframe.OpPing, []byte(canary[10:]))
+		p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+		time.Sleep(200 * time.Millisecond)
+	})
+	c := a.dialWS(t, "/ws")
+	got, code := c.recvAll(5 * time.Second)
+	is.True(!strings.Contains(got, canary)) // the key, reassembled from two messages (or two pings)
+	is.Equal(code, uint16(wsframe.ClosePolicy))
+	is.True(waitAudit(t, a.eg, `"ended_by":"echo"`))
+}
+
+// TestWSClientValueSplit: a client that sends a held value or a
+// placeholder cut into 1-byte fragments, or across two messages, at
+// every cut point, is closed with 1008 (policy), audited; the upstream
+// never receives the value whole, and never the bytes of the finding
+// within one message: it receives nothing of a message past the
+// scanner's release. A clean message cut the same way arrives whole.
+func TestWSClientValueSplit(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		data string
+		fins int
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]*got{}
+	)
+	a := newAdvWS(t, func(p *wsPeer) {
+		var id string
+		for {
+			h, b, err := p.recv()
+			if err != nil || h.Opcode == wsframe.OpClose {
+				return
+			}
+			if h.IsControl() {
+				continue
+			}
+			mu.Lock()
+			if id == "" {
+				id, _, _ = strings.Cut(string(b), "|")
+				seen[id] = &got{}
+			}
+			seen[id].data += string(b)
+			if h.Fin {
+				seen[id].fins++
+			}
+			mu.Unlock()
+		}
+	})
+	find := func(id string) got {
+		mu.Lock()
+		defer mu.Unlock()
+		if g := seen[id]; g != nil {
+			return *g
+		}
+		return got{}
+	}
+	for _, tc := range []struct {
+		name, finding string
+		policy        bool
+	}{
+		{"value", canary, true},
+		{"placeholder", "", true}, // a.ph, once the fixture is up
+		{"clean", "nothing-held-here-at-all", false},
+	} {
+		finding := tc.finding
+		if finding == "" {
+			finding = a.ph
+		}
+		for cut := 1; cut < len(finding); cut += 4 {
+			for _, split := range []string{"fragments", "messages"} {
+				id := tc.name + "-" + split + "-" + strconv.Itoa(cut)
+				t.Run(id, func(t *testing.T) {
+					is := is.New(t)
+					c := a.dialWS(t, "/ws")
+					first, second := id+"|"+finding[:cut], finding[cut:]+"|end"
+					if split == "fragments" {
+						is.NoErr(c.send(false, wsframe.OpText, []byte(first)))
+						for i := 0; i < len(second); i++ {
+							is.NoErr(c.send(i == len(second)-1, wsframe.OpContinuation, []byte{second[i]}))
+						}
+					} else {
+						is.NoErr(c.send(true, wsframe.OpText, []byte(first)))
+						is.NoErr(c.send(true, wsframe.OpText, []byte(second)))
+					}
+					if !tc.policy {
+						for deadline := time.Now().Add(5 * time.Second); find(id).data != first+second && time.Now().Before(deadline); {
+							time.Sleep(10 * time.Millisecond)
+						}
+						is.Equal(find(id).data, first+second)
+						return
+					}
+					_, code := c.recvAll(5 * time.Second)
+					g := find(id)
+					is.True(!strings.Contains(g.data, finding)) // never whole upstream
+					is.Equal(code, uint16(wsframe.ClosePolicy))
+					if split == "fragments" {
+						is.Equal(g.fins, 0)               // the message never ended upstream
+						is.True(len(g.data) <= len(id)+1) // nothing from the finding's first byte on
+					}
+				})
+			}
+		}
+	}
+	is := is.New(t)
+	is.True(waitAudit(t, a.eg, `"ended_by":"policy"`))
+	checkNoCanary(t, a.eg.stderr.String()+a.eg.auditLog(t))
 }

@@ -48,6 +48,7 @@ type Registry struct {
 type heldLengths struct {
 	lens  map[int]bool
 	min   int // the shortest; 0 when nothing is held
+	max   int // the longest; 0 when nothing is held
 	dests map[netguard.Origin]bool
 }
 
@@ -228,8 +229,18 @@ func (r *Registry) publishLens() {
 		if h.min == 0 || n < h.min {
 			h.min = n
 		}
+		h.max = max(h.max, n)
 	}
 	r.heldLens.Store(h)
+}
+
+// MaxHeld returns the length in bytes of the longest value held now
+// (0: none): a text longer than that equals none of them.
+func (r *Registry) MaxHeld() int {
+	if l := r.heldLens.Load(); l != nil {
+		return l.max
+	}
+	return 0
 }
 
 // IsDestination reports whether o (canonical) is the destination of a

@@ -46,7 +46,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	p        *Pipeline
 	reg      *bundle.Registry
 	stub     *egresstest.Consumer
@@ -65,7 +65,7 @@ type fixtureConfig struct {
 	maxResp  int
 }
 
-func newFixture(t *testing.T, fc fixtureConfig) *fixture {
+func newFixture(t testing.TB, fc fixtureConfig) *fixture {
 	t.Helper()
 	f := &fixture{t: t, logs: &syncBuffer{}, auditDir: t.TempDir()}
 	sc := redact.NewScrubber()
@@ -167,7 +167,7 @@ func encodings(v string) []string {
 	return []string{v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString([]byte(v)), url.QueryEscape(v)}
 }
 
-func poolFrom(t *testing.T, pemBytes []byte) *x509.CertPool {
+func poolFrom(t testing.TB, pemBytes []byte) *x509.CertPool {
 	t.Helper()
 	p := x509.NewCertPool()
 	if !p.AppendCertsFromPEM(pemBytes) {

@@ -12,6 +12,7 @@ package pipeline
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -121,6 +122,27 @@ type Input struct {
 	// Sec-WebSocket-Extensions (no extension is negotiated, so every
 	// frame can be scanned); a 101 answer is then Stream.Upgraded.
 	Upgrade string
+	// BodyStream, when set, is the request body still arriving, sent
+	// upstream as it is read (Body is then not used; a caller sets it
+	// only when no credential of the bundle is placed in a body for this
+	// origin: a JSON-pointer target needs the body whole). What is read
+	// goes through the outbound scan (Outbound) and only what it
+	// releases is sent; a finding fails the upstream request before its
+	// body is complete, and is the exchange's error with the buffered
+	// scan's code. A read error typed with a code (the caller's timeout,
+	// egress.timeout) is the exchange's error as it is; any other is
+	// egress.invalid_request. Not bounded by Limits: each byte is
+	// counted as it is sent. The caller keeps the reader's end: the
+	// pipeline never closes it.
+	BodyStream io.Reader
+	// BodyLength is BodyStream's announced length in bytes (-1: unknown,
+	// sent chunked to an HTTP/1.1 upstream).
+	BodyLength int64
+	// Informational, when set with BodyStream, receives each 1xx answer
+	// of the upstream before the final one (100 Continue, 103 Early
+	// Hints; never 101) with its fields sanitized. It runs on the
+	// transport's goroutine before DoStream returns, or not at all.
+	Informational func(status int, header []request.Field)
 }
 
 // Output is the sanitized upstream answer.

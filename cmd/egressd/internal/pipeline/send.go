@@ -26,6 +26,18 @@ func canonical(h string) string { return http.CanonicalHeaderKey(h) }
 // Redirects are returned, not followed. upgrade is Input.Upgrade.
 // Errors: egress.timeout, egress.upstream_error.
 func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Route, upgrade string) (*http.Response, error) {
+	req := p.newRequest(rec, upgrade)
+	if len(rec.Body) > 0 {
+		body := rec.Body
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return p.cfg.Transport.RoundTripContext(ctx, req, rec.OriginString(), r)
+}
+
+// newRequest is rec as the transport sends it, without a body beyond
+// rec's length (Send's and sendUpload's).
+func (p *Pipeline) newRequest(rec *request.Record, upgrade string) *http.Request {
 	h := rec.Header
 	if h == nil {
 		h = http.Header{}
@@ -44,16 +56,10 @@ func (p *Pipeline) Send(ctx context.Context, rec *request.Record, r transport.Ro
 		h["Connection"] = []string{"Upgrade"}
 		h["Upgrade"] = []string{upgrade}
 	}
-	req := &http.Request{
+	return &http.Request{
 		Method: rec.Method, URL: rec.URL(), Header: h, Host: rec.Authority(),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, ContentLength: int64(len(rec.Body)),
 	}
-	if len(rec.Body) > 0 {
-		body := rec.Body
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	return p.cfg.Transport.RoundTripContext(ctx, req, rec.OriginString(), r)
 }
 
 // RequestBytes is what network_egress_bytes counts for rec: the request

@@ -38,6 +38,7 @@ type Stream struct {
 	pair   audit.Pair
 	resp   *http.Response
 	conn   io.ReadWriteCloser // a 101 answer's upgraded connection
+	up     *upload            // a request body that streams (nil: none, or sent whole)
 	src    io.Reader          // resp.Body, or a gzip reader over it (lazily made)
 	gz     bool
 	sc     BodyScrubber
@@ -125,6 +126,10 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 		d.credsVal = slog.AnyValue(d.creds) // boxed once for both records
 	}
 	d.bytesOut = p.RequestBytes(sent)
+	if in.BodyStream != nil {
+		st.up = p.newUpload(in, b, cancel)
+		d.bytesOut += streamedBytes(in.BodyLength) // the body's bytes are counted as they are sent
+	}
 	if st.pair, err = p.cfg.Audit.Begin(ctx, d.record(audit.OutcomePending, "")); err != nil {
 		st.stop()
 		return nil, p.refuse(ctx, d, b, wire.Wrap(wire.CodeInternal, "audit log unavailable", err))
@@ -135,7 +140,12 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 	if whole {
 		wholeOnly(sent)
 	}
-	resp, err := p.Send(rctx, sent, route, in.Upgrade)
+	var resp *http.Response
+	if st.up != nil {
+		resp, err = p.sendUpload(rctx, sent, route, in, st.up)
+	} else {
+		resp, err = p.Send(rctx, sent, route, in.Upgrade)
+	}
 	if err != nil {
 		err = st.readErr(err, false)
 	}
@@ -395,6 +405,9 @@ func (st *Stream) abort(err error) {
 // readErr types an error from reading the upstream body (decoding says
 // whether gzip failed).
 func (st *Stream) readErr(err error, decoding bool) error {
+	if uerr := st.up.failure(); uerr != nil {
+		return uerr // the request body's finding, or its client failing
+	}
 	if errors.Is(context.Cause(st.ctx), ErrClientGone) {
 		st.why.CompareAndSwap(nil, endClient)
 	}
@@ -438,6 +451,12 @@ func (st *Stream) Fail(err error) {
 // call more than once.
 func (st *Stream) Close() error {
 	st.closeOnce.Do(func() {
+		if st.up != nil {
+			st.d.bytesOut += uint64(st.up.finish())
+			if uerr := st.up.failure(); uerr != nil {
+				st.fail(uerr) // found after the answer had begun, or ended
+			}
+		}
 		complete := st.err == io.EOF && st.off == len(st.out)
 		if !complete && st.endCode == "" && st.resp != nil && BodyAllowed(st.Status) && st.conn == nil {
 			// The caller stopped reading: it gave up on the answer.

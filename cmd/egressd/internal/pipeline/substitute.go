@@ -175,19 +175,38 @@ func (p *Pipeline) knownPlaceholder(rec *request.Record, skip []string) bool {
 
 // holdsPlaceholder reports whether s holds a placeholder of any
 // registered invocation. Placeholders are lowercase; a case-changed copy
-// (a canonicalized header name, an upper-cased value) is still that
-// placeholder. Without "hkp_" in any case there is none (and no copy is
+// (a canonicalized header name, an upper-cased value, "K" written as
+// U+212A KELVIN SIGN, which lowers to "k") is still that placeholder.
+// Every "hkp_" starts a candidate, also one that overlaps the end of an
+// unknown one (a run of non-overlapping matches would skip it). Without
+// "hkp_" in any case, or a Kelvin sign, there is none (and no copy is
 // made).
 func (p *Pipeline) holdsPlaceholder(s string) bool {
-	if !containsFold(s, "hkp_") {
+	if !containsFold(s, phPrefix) && !strings.Contains(s, "\u212a") {
 		return false
 	}
-	for _, ph := range bundle.FindPlaceholders([]byte(strings.ToLower(s))) {
-		if _, ok := p.cfg.Registry.PlaceholderOwner(ph); ok {
+	low := strings.ToLower(s)
+	for i := 0; ; i++ {
+		j := strings.Index(low[i:], phPrefix)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i+placeholderLen <= len(low) && placeholderShaped(low[i+len(phPrefix):i+placeholderLen]) && p.isPlaceholder(low[i:i+placeholderLen]) {
 			return true
 		}
 	}
-	return false
+}
+
+// placeholderShaped reports whether s is made of the characters that
+// follow "hkp_" in a placeholder.
+func placeholderShaped(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !phClass(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ScanMessage checks a message a client sends over an upgraded

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -220,11 +219,27 @@ func (c *conn) handle(req *http.Request) bool {
 		}
 	}
 	defer giveSlot()
-	body, held, err := c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
-	defer c.s.budget.give(held)
-	if err != nil {
-		c.rejectErr(b, req, err, true)
-		return false
+	streamed := c.s.streams(b, req, rawURL)
+	var body, first []byte
+	primed := false
+	if streamed && !expectsContinue(req) {
+		var whole bool
+		var err error
+		if first, whole, err = c.prime(req); err != nil {
+			c.rejectErr(b, req, err, true)
+			return false
+		}
+		primed, streamed, body = true, !whole, first
+	}
+	if !streamed && !primed {
+		var held int
+		var err error
+		body, held, err = c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
+		defer c.s.budget.give(held)
+		if err != nil {
+			c.rejectErr(b, req, err, true)
+			return false
+		}
 	}
 	if c.fields == nil { // c.tunnel is set before c serves and does not change
 		c.fields = map[string]any{"via": c.via}
@@ -255,9 +270,35 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	defer cancel(nil)
-	stopWatch := sync.OnceFunc(c.watchClient(cancel))
-	defer stopWatch()
+	watch := &lateWatch{c: c, cancel: cancel}
+	defer watch.stop()
+	// A streamed body is read by the pipeline as it sends it: the watch
+	// for the client going away starts once it has been read whole, and
+	// the connection carries another request only then.
+	if streamed {
+		sb, info := c.upload(&in, req, first, watch)
+		defer info.close() // before any answer is written (also on a panic)
+		st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
+		info.close()
+		if err != nil && sb.claim() && !expectsContinue(req) && drain(req.Body, c.s.cfg.MaxBody) {
+			// Refused before any of the body was read: it is read and
+			// dropped, as a refused buffered body is, and the connection
+			// may carry another request.
+			sb.eof.Store(true)
+		}
+		if !sb.done() {
+			req.Close = true // what is left of the body cannot be framed: the answer says so
+		}
+		return c.answer(req, b, st, err, giveSlot, watch) && sb.done()
+	}
+	watch.start()
 	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
+	return c.answer(req, b, st, err, giveSlot, watch)
+}
+
+// answer writes the pipeline's answer to req (or its refusal) and
+// reports whether the connection may carry another request.
+func (c *conn) answer(req *http.Request, b *bundle.Bundle, st *pipeline.Stream, err error, giveSlot func(), watch *lateWatch) bool {
 	giveSlot()
 	if err != nil {
 		if wire.CodeOf(err) == egressdapi.CodeClientClosed {
@@ -272,7 +313,7 @@ func (c *conn) handle(req *http.Request) bool {
 	}
 	defer c.s.invStreams.give(b.Invocation)
 	if st.Upgraded() != nil {
-		stopWatch() // the relay reads the client from here on
+		watch.stop() // the relay reads the client from here on
 		c.rdl = time.Time{}
 		_ = c.c.SetReadDeadline(time.Time{})
 		return c.websocket(st)

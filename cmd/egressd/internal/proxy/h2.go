@@ -73,14 +73,22 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 	// while a stream is open).
 	rc := http.NewResponseController(w)
 	progress := func() { _ = rc.SetReadDeadline(time.Now().Add(c.s.cfg.ExchangeIdle)) }
-	body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
-	defer c.s.budget.give(held)
-	if err != nil {
-		refuse(err)
-		return
-	}
-	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: t.base + req.RequestURI, Body: body, Actor: c.actor,
+	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: t.base + req.RequestURI, Actor: c.actor,
 		Bundle: b, Substitute: true, Fields: fields}
+	if c.s.streams(b, req, in.URL) {
+		// net/http2 sends 100 (Continue) on the body's first read, which
+		// the transport makes once the upstream sent its own (or stopped
+		// waiting for it).
+		in.BodyStream, in.BodyLength = &streamBody{r: req.Body, progress: progress}, req.ContentLength
+	} else {
+		body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
+		defer c.s.budget.give(held)
+		if err != nil {
+			refuse(err)
+			return
+		}
+		in.Body = body
+	}
 	for name, vs := range req.Header {
 		if name == "Content-Length" || name == "Transfer-Encoding" {
 			continue

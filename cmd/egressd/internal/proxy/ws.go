@@ -43,19 +43,20 @@ const (
 // websocket relays a WebSocket connection the upstream accepted (101):
 // it writes the 101 with the sanitized header, then copies frames both
 // ways until either side closes or breaks the rules, and reports false
-// (the connection is taken over). Client messages are held until whole
-// (at most MaxBody bytes, from the buffer budget), scanned
-// (pipeline.ScanMessage: a held value in any form, any placeholder — no
-// substitution happens inside messages) and then forwarded as their
-// frames came; one that fails closes both sides with 1008 (policy
-// violation). Upstream messages are scrubbed as they arrive, exactly as
-// streamed answers are, and re-framed (a replacement changes their
-// length); one that holds a value in a form that cannot be removed in
-// place closes the client with 1008 before that form. Control frames
-// pass (a close or ping payload is scanned and scrubbed too). No byte
-// moving for ExchangeIdle in either direction closes both. One audit
-// pair covers the connection: the pipeline's before record, and the
-// after record with the bytes each way and ended_by.
+// (the connection is taken over). Client messages stream through the
+// outbound scan (fromClient: a held value in any form, any placeholder
+// — no substitution happens inside messages — found across fragments
+// and messages), forwarded as the scan releases them; a finding closes
+// both sides with 1008 (policy violation). Upstream messages are
+// scrubbed as they arrive, exactly as streamed answers are, and
+// re-framed (a replacement changes their length); one that holds a
+// value in a form that cannot be removed in place, or completes one
+// begun in an earlier message, closes the client with 1008 before that
+// form. Control frames pass (a close or ping payload is scanned and
+// scrubbed too). No byte moving for ExchangeIdle in either direction
+// closes both. One audit pair covers the connection: the pipeline's
+// before record, and the after record with the bytes each way and
+// ended_by.
 func (c *conn) websocket(st *pipeline.Stream) bool {
 	defer st.Close()
 	up := st.Upgraded()
@@ -178,22 +179,44 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 	})
 }
 
-// frameCost is what one frame of a client message held whole costs
-// beyond its payload (its header and length kept until the message is
-// forwarded), in bytes counted against -max-request-body and the budget.
+// frameCost is what one frame of a client message costs beyond its
+// payload, in bytes counted against -max-request-body: a message of
+// empty frames is bounded too (each frame is work and a wakeup).
 const frameCost = 32
 
-// fromClient relays client frames: data messages held whole and scanned,
-// control frames scanned one by one.
+// wsPiece is the most of a client frame's payload read at once.
+const wsPiece = 32 << 10
+
+// clientMessage is the client message being relayed.
+type clientMessage struct {
+	open   bool
+	opcode byte  // its opcode, until its first frame went to the upstream
+	size   int64 // payload bytes and frameCost per frame so far
+	pend   []byte
+	at     int64 // offset of pend[0] among all data bytes of the connection
+}
+
+// fromClient relays client frames. Data frames stream: every data
+// message of the connection is one text to the outbound scan
+// (pipeline.Outbound), so a value or a placeholder split over fragments
+// or over messages is found; a message's bytes go to the upstream as
+// the scan releases them, re-framed (continuation frames of the same
+// message), and at the message's end what is held back goes with its
+// last frame (a message is delivered whole: a protocol waits for it),
+// while the scan goes on into the next message, so a finding that a
+// later message completes is caught before its completing bytes leave.
+// Control frames (whole, at most 125 bytes) are another such text. A
+// finding closes both sides with 1008 and nothing after it is sent; a
+// message over MaxBody is 1009. Nothing is held in the buffer budget.
 func (r *wsRelay) fromClient() {
 	var (
-		msg    []byte           // the message so far, unmasked
-		frames []wsframe.Header // its frames' headers
-		held   int              // budget held for msg
-		limit  = int64(r.c.s.cfg.MaxBody)
-		lens   []int // each frame's payload length
+		p     = r.c.s.cfg.Pipeline
+		data  = p.NewOutbound(false)
+		ctrl  = p.NewOutbound(false)
+		msg   clientMessage
+		limit = int64(r.c.s.cfg.MaxBody)
+		buf   = make([]byte, wsPiece)
 	)
-	defer func() { r.c.s.budget.give(held) }()
 	for {
 		h, err := wsframe.ReadHeader(r.c.br, limit)
 		if err != nil {
@@ -205,68 +228,80 @@ func (r *wsRelay) fromClient() {
 			return
 		}
 		if h.IsControl() {
-			p := make([]byte, h.Length)
-			if _, err := io.ReadFull(r.c.br, p); err != nil {
+			pl := make([]byte, h.Length)
+			if _, err := io.ReadFull(r.c.br, pl); err != nil {
 				r.readFailed(err, true)
 				return
 			}
-			wsframe.MaskBytes(h.Mask, 0, p)
+			wsframe.MaskBytes(h.Mask, 0, pl)
 			r.touch()
-			if err := r.c.s.cfg.Pipeline.ScanMessage(p); err != nil {
+			if _, err := ctrl.Next(pl); err != nil {
 				r.end(wsPolicy, err, wsframe.ClosePolicy)
 				return
 			}
-			if !r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, p) {
+			if !r.writeUpstream(wsframe.Header{Fin: true, Opcode: h.Opcode}, pl) {
 				return
 			}
-			r.st.Count(uint64(len(p)), 0) // a channel to the upstream like any message
+			r.st.Count(uint64(len(pl)), 0) // a channel to the upstream like any message
 			if h.Opcode == wsframe.OpClose {
 				r.st.End(wsClosed, nil)
 			}
 			continue
 		}
-		if (h.Opcode == wsframe.OpContinuation) != (len(frames) > 0) {
+		if (h.Opcode == wsframe.OpContinuation) != msg.open {
 			r.end(wsProtocol, wire.Errorf(egressdapi.CodeInvalidRequest, "a continuation frame out of place"), wsframe.CloseProtocolError)
 			return
 		}
-		// Each frame also costs its bookkeeping (frames, lens): counted
-		// as frameCost bytes, so a message of empty frames is bounded too.
-		if int64(len(msg))+h.Length+int64(len(frames)+1)*frameCost > limit {
+		if !msg.open {
+			msg.open, msg.opcode, msg.size = true, h.Opcode, 0
+		}
+		if msg.size += h.Length + frameCost; msg.size > limit {
 			r.end(wsTooBig, wire.Errorf(egressdapi.CodeTooLarge, "a WebSocket message is larger than %d bytes", limit), wsframe.CloseTooBig)
 			return
 		}
-		if !r.c.s.budget.take(int(h.Length) + frameCost) {
-			r.end(wsTooBig, errBudget(r.c.s.cfg.BufferBudget), wsframe.CloseTooBig)
-			return
-		}
-		held += int(h.Length) + frameCost
-		start := len(msg)
-		msg = append(msg, make([]byte, h.Length)...)
-		if _, err := io.ReadFull(r.c.br, msg[start:]); err != nil {
-			r.readFailed(err, true)
-			return
-		}
-		wsframe.MaskBytes(h.Mask, 0, msg[start:])
-		r.touch()
-		frames, lens = append(frames, h), append(lens, int(h.Length))
-		if !h.Fin {
-			continue
-		}
-		if err := r.c.s.cfg.Pipeline.ScanMessage(msg); err != nil {
-			r.end(wsPolicy, err, wsframe.ClosePolicy)
-			return
-		}
-		off := 0
-		for i, fh := range frames {
-			if !r.writeUpstream(wsframe.Header{Fin: fh.Fin, Opcode: fh.Opcode}, msg[off:off+lens[i]]) {
+		for pos := int64(0); pos < h.Length; {
+			piece := buf[:min(h.Length-pos, wsPiece)]
+			if _, err := io.ReadFull(r.c.br, piece); err != nil {
+				r.readFailed(err, true)
 				return
 			}
-			off += lens[i]
+			wsframe.MaskBytes(h.Mask, pos, piece)
+			pos += int64(len(piece))
+			r.touch()
+			msg.pend = append(msg.pend, piece...)
+			rel, err := data.Next(piece)
+			if err != nil {
+				r.end(wsPolicy, err, wsframe.ClosePolicy)
+				return
+			}
+			if !r.sendClient(&msg, rel-msg.at, false) {
+				return
+			}
 		}
-		r.st.Count(uint64(len(msg)), 0)
-		r.c.s.budget.give(held)
-		msg, frames, lens, held = msg[:0], frames[:0], lens[:0], 0
+		if h.Fin {
+			if !r.sendClient(&msg, int64(len(msg.pend)), true) {
+				return
+			}
+			msg.open = false
+		}
 	}
+}
+
+// sendClient sends the first n pending bytes of msg to the upstream as
+// one frame, the message's last when fin.
+func (r *wsRelay) sendClient(msg *clientMessage, n int64, fin bool) bool {
+	n = max(0, min(n, int64(len(msg.pend))))
+	if n == 0 && !fin {
+		return true
+	}
+	if !r.writeUpstream(wsframe.Header{Fin: fin, Opcode: msg.opcode}, msg.pend[:n]) {
+		return false
+	}
+	msg.opcode = wsframe.OpContinuation
+	r.st.Count(uint64(n), 0)
+	msg.pend = msg.pend[:copy(msg.pend, msg.pend[n:])]
+	msg.at += n
+	return true
 }
 
 // fromUpstream relays upstream frames: data messages scrubbed as they
@@ -278,6 +313,11 @@ func (r *wsRelay) fromUpstream() {
 		out    []byte
 	)
 	scrub := r.c.s.cfg.Registry.Scrubber()
+	// Each message is scrubbed on its own; what the client receives of
+	// all of them (and of all control frames) is read as one text too,
+	// so a value the upstream splits over messages is caught before the
+	// message that completes it.
+	cross, crossCtl := scrub.NewDetector(), scrub.NewDetector()
 	for {
 		h, err := wsframe.ReadHeader(r.upr, 0)
 		if err != nil {
@@ -296,7 +336,7 @@ func (r *wsRelay) fromUpstream() {
 			}
 			r.touch()
 			p = scrub.ScrubBytes(p)
-			if scrub.ContainsDecoded(p) || len(p) > wsframe.MaxControlPayload {
+			if _, hit := crossCtl.Next(p); hit || scrub.ContainsDecoded(p) || len(p) > wsframe.MaxControlPayload {
 				r.end(wsEcho, wire.Errorf(egressdapi.CodeResponseAborted, "an upstream control frame holds a credential value"), wsframe.ClosePolicy)
 				return
 			}
@@ -328,6 +368,10 @@ func (r *wsRelay) fromUpstream() {
 				r.echo(opcode, out)
 				return
 			}
+			if _, hit := cross.Next(out); hit {
+				r.echo(opcode, nil)
+				return
+			}
 			if len(out) > 0 {
 				if !r.writeClient(wsframe.Header{Opcode: opcode}, out) {
 					return
@@ -340,6 +384,10 @@ func (r *wsRelay) fromUpstream() {
 		}
 		if out, err = sc.Close(out[:0]); err != nil {
 			r.echo(opcode, out)
+			return
+		}
+		if _, hit := cross.Next(out); hit {
+			r.echo(opcode, nil)
 			return
 		}
 		if !r.writeClient(wsframe.Header{Fin: true, Opcode: opcode}, out) {
