@@ -351,7 +351,9 @@ func runLines(t *testing.T, cmd *exec.Cmd, env []string) []time.Duration {
 func TestStreamEchoAfterAMiB(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	f := newLLMFixture(t)
+	// Not the fixture's 2 s idle timeout: a client starved of the CPU
+	// for that long would turn the abort into an idle one.
+	f := newLLMFixture(t, "-idle-timeout", "1m")
 	resp, err := f.get(t, f.client(t), "/echo-late")
 	is.NoErr(err)
 	is.Equal(resp.StatusCode, 200)

@@ -131,6 +131,5 @@ func TestManyInstancesConcurrently(t *testing.T) {
 	for _, id := range ids {
 		is.Equal(len(treeOf(id)), 0)
 	}
-	is.True(time.Since(t0) < 60*time.Second)
 	t.Logf("100 instances provisioned and destroyed in %s", time.Since(t0))
 }

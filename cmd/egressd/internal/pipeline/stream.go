@@ -333,6 +333,11 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	n := copy(p, st.out[st.off:])
 	st.off += n
+	if st.idle != nil && n > 0 {
+		// Bytes handed to a slow client move too: an answer that
+		// arrived fast and drains slowly is not idle.
+		st.idle.Reset(st.p.cfg.IdleTimeout)
+	}
 	st.d.bytesIn += uint64(n)
 	st.b.AddIngress(uint64(n))
 	return n, nil
