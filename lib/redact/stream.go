@@ -1,6 +1,10 @@
 package redact
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"unsafe"
+)
 
 // ErrEcho is returned by Stream.Next and Stream.Close when the scrubbed
 // text holds a registered value in a form that cannot be replaced in
@@ -50,7 +54,7 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 type Stream struct {
 	r      *replacer // nil: nothing registered, bytes pass through
 	v      *views
-	out    []byte // scrubbed text the views have read and not handed out
+	out    []byte // scrubbed text the views have read and not handed out: the held tail
 	base   int64  // offset of out[0] in the scrubbed text
 	err    error
 	closed bool
@@ -87,9 +91,25 @@ func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 		}
 		return append(dst, p...), nil
 	}
+	if overlaps(dst, p) {
+		p = bytes.Clone(p) // dst's bytes are written before p is read
+	}
+	start := len(dst)
+	st.r.out = append(dst, st.out...)
 	st.r.run(p, false)
-	st.read()
-	return st.forward(dst, false)
+	dst, st.r.out = st.r.out, nil
+	return st.forward(dst, start, false)
+}
+
+// overlaps reports whether p shares bytes with dst's backing array, up
+// to its capacity.
+func overlaps(dst, p []byte) bool {
+	if cap(dst) == 0 || len(p) == 0 {
+		return false
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(dst[:cap(dst)])))
+	q := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	return q < d+uintptr(cap(dst)) && d < q+uintptr(len(p))
 }
 
 // Close ends the body and appends to dst the rest of it, or, when the
@@ -105,10 +125,11 @@ func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.r == nil {
 		return dst, nil
 	}
+	start := len(dst)
+	st.r.out = append(dst, st.out...)
 	st.r.run(nil, true)
-	st.read()
-	st.v.flush()
-	return st.forward(dst, true)
+	dst, st.r.out = st.r.out, nil
+	return st.forward(dst, start, true)
 }
 
 // Held returns how many bytes of text the stream holds back now: read
@@ -120,17 +141,20 @@ func (st *Stream) Held() int {
 	return len(st.out) + st.r.held()
 }
 
-// read gives the replacer's final text to the views.
-func (st *Stream) read() {
-	b := st.r.out
-	st.v.write(b, st.base+int64(len(st.out)))
-	st.out = append(st.out, b...)
-	st.r.out = b[:0]
-}
-
-// forward hands out the scrubbed text that no match can need any more.
-func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
-	n := len(st.out)
+// forward gives the views the replacer's final text, which it has
+// appended to dst after the held tail (dst[start:] is that tail, then
+// the new text), and hands out what no match can need any more: it
+// keeps the rest in st.out and returns dst cut after what goes out. At
+// the end of the body (all) every transducer lets out what it holds
+// first.
+func (st *Stream) forward(dst []byte, start int, all bool) ([]byte, error) {
+	text := dst[start:]
+	old := len(st.out)
+	st.v.write(text[old:], st.base+int64(old))
+	if all {
+		st.v.flush()
+	}
+	n := len(text)
 	switch {
 	case st.v.hit:
 		// Everything before the echo (and before what was held when
@@ -141,12 +165,11 @@ func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
 		// What the views hold only moves forward, so n ≥ 0.
 		n = int(max(min(int64(n), st.v.held()-st.base), 0))
 	}
-	dst = append(dst, st.out[:n]...)
 	if st.err != nil {
 		st.out = nil
-		return dst, st.err
+		return dst[:start+n], st.err
 	}
-	st.out = st.out[:copy(st.out, st.out[n:])]
+	st.out = append(st.out[:0], text[n:]...)
 	st.base += int64(n)
-	return dst, nil
+	return dst[:start+n], nil
 }

@@ -1,0 +1,414 @@
+package redact
+
+import (
+	"html"
+	"unicode/utf8"
+)
+
+// The quiet fast path. While no transducer holds anything, every round
+// above the first mirrors the one below it, every view's second lane
+// mirrors its first, and every lane is in its automata's start state
+// (the views are quiet), what the lanes will find depends only on the
+// text still to come: a lane in the start state has no partial match,
+// so no match can need a byte it has read, and the byte offsets it has
+// counted matter to nobody. So quiet views need not read a byte that can
+// take no lane out of its start state and that no transducer changes or
+// holds: quick skips such bytes with a table scan (wakes, plainStop) and
+// counts them in one step, and follows the few bytes that do wake a lane
+// with one automaton state that stands for every lane (they all read the
+// same bytes in the same state), until it is back in the start state.
+// Only a partial match still under way where the run stops, a match, or
+// an escape whose decoded bytes would wake a lane or a transducer goes to
+// the byte-by-byte path (plain, push), which then reads it exactly as it
+// would have without quick.
+
+// wakes returns the bytes that take some lane out of its start state:
+// the first bytes of the patterns of full, and the hex digits, in either
+// case, that begin a pattern of hex (separated hex lowers the digits it
+// reads).
+func wakes(full, hex *automaton) (w byteSet) {
+	w = full.starts
+	if hex != nil {
+		for c := range 256 {
+			if hexClass[c] == classHex && hex.starts[lower(byte(c))] {
+				w[c] = true
+			}
+		}
+	}
+	return w
+}
+
+// quick reads the text at the start of b (offset org) while the views
+// are quiet, and returns how many bytes it read: 0 when the views are
+// not quiet, or when b begins with a byte it leaves to the byte-by-byte
+// path. The caller has checked that no transducer holds anything.
+func (v *views) quick(b []byte, org int64) int {
+	if v.slow || !v.quiet() {
+		return 0
+	}
+	i := 0
+	for i < len(b) {
+		k := indexIn(b[i:], &v.interest)
+		if k < 0 {
+			i = len(b)
+			break
+		}
+		i += k
+		if plainStop[b[i]] {
+			if n := v.inertStop(b[i:]); n > 0 {
+				i += n
+				continue
+			}
+			if !v.literal(b[i:]) {
+				break
+			}
+			// An introducer that every round reads as itself, and
+			// that wakes a lane: the excursion takes it as text.
+		}
+		e, ok := v.excursion(b[i:])
+		if ok {
+			i += e
+			continue
+		}
+		// A partial match is under way where the run stops, or a
+		// match ends in it: the lanes read it the long way.
+		v.skip(i, org)
+		if e == 0 {
+			return i
+		}
+		v.plain(b[i:i+e], org+int64(i))
+		return i + e
+	}
+	v.skip(i, org)
+	return i
+}
+
+// quiet reports whether the views are quiet (see quick), after letting
+// every round and second lane that may mirror again do so. The caller
+// has checked that no transducer holds anything.
+func (v *views) quiet() bool {
+	v.prepare()
+	if len(v.active) != 4 {
+		return false // a round or a second lane reads on its own
+	}
+	for _, l := range v.active {
+		if l.st != 0 || l.hx.partialDepth() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// skip counts n bytes of text, from offset org, read by the quiet views:
+// each lane that reads on its own moves on by n, its identity run
+// extended (or begun) over them, and any separated-hex part it had is
+// dropped (one with no partial match decides nothing later: a match
+// begins at a digit that begins a pattern, whatever came before it).
+func (v *views) skip(n int, org int64) {
+	if n == 0 {
+		return
+	}
+	v.plainFlags()
+	for _, l := range v.active {
+		if !l.idOn || l.idOrg+l.n-l.idN != org {
+			if l.idOn {
+				l.endIdentity()
+			}
+			l.idOn, l.idN, l.idOrg = true, l.n, org
+		}
+		l.n += int64(n)
+		l.hx.hs, l.hx.inPart, l.hx.sepRun = 0, false, 0
+	}
+}
+
+// excursion follows b, which begins with a byte that wakes some lane,
+// with one state that stands for every quiet lane. It reports ok and
+// the bytes read when the lanes are back in the start state with no
+// match found; otherwise it returns how many bytes plain must read
+// (up to the first plainStop byte or the end of b, or through the byte
+// that ends a match). It reads an escape introducer that every round
+// reads as itself (literal) as text; plain would not (it reads no
+// plainStop byte), so when the lanes are not back in the start state
+// after one it returns 0 and leaves the run to the byte-by-byte path.
+func (v *views) excursion(b []byte) (int, bool) {
+	full, hex := v.full, v.hex
+	s, hs := int32(0), int32(0)
+	inPart, sepRun := false, 0
+	lit := false
+	for j, c := range b {
+		if plainStop[c] {
+			if !v.literal(b[j:]) {
+				if lit {
+					return 0, false
+				}
+				return j, false
+			}
+			lit = true
+		}
+		if s == 0 {
+			s = full.root[c]
+		} else {
+			s = full.step(s, c)
+		}
+		if full.longest[s] > 0 {
+			if lit {
+				return 0, false
+			}
+			return j + 1, false
+		}
+		if hex != nil {
+			// hexScan.step without the rings: a pattern of hex
+			// ending here (plain then checks its pairs) sends the
+			// run to plain.
+			switch hexClass[c] {
+			case classHex:
+				if !inPart || sepRun > MaxHexSeparators {
+					inPart, hs = true, 0
+				}
+				sepRun = 0
+				hs = hex.step(hs, lower(c))
+				if hex.longest[hs] > 0 {
+					if lit {
+						return 0, false
+					}
+					return j + 1, false
+				}
+			case classSeparator:
+				if inPart {
+					sepRun++
+				}
+			default:
+				inPart, hs, sepRun = false, 0, 0
+			}
+		}
+		if s == 0 && (hs == 0 || sepRun > MaxHexSeparators) {
+			return j + 1, true
+		}
+	}
+	if lit {
+		return 0, false
+	}
+	return len(b), false
+}
+
+// literal reports whether b begins with an escape introducer ('\\',
+// '%', '=', '&') that every round and the '+' view read as itself,
+// decided by bytes of b that no transducer changes or holds.
+func (v *views) literal(b []byte) bool {
+	switch b[0] {
+	case '\\', '%', '=':
+		kind, _, _, seen := decideQuiet(b)
+		if kind != escLiteral {
+			return false
+		}
+		for _, x := range b[1:seen] {
+			if plainStop[x] {
+				return false
+			}
+		}
+		return true
+	case '&':
+		if len(b) < 2 || plainStop[b[1]] || b[1] == '#' {
+			return false
+		}
+		if !isAlnum(b[1]) {
+			return true // a lone '&'
+		}
+		// A name: it stands for itself when it names no reference
+		// (as entities.drain decides before the end of the text).
+		n, capped, ok := entityEnd(b, false)
+		seen := n + 1 // the byte after the name decided where it ends
+		if b[n-1] == ';' {
+			seen = n
+		}
+		if !ok || capped || seen > len(b) {
+			return false
+		}
+		for _, x := range b[1:seen] {
+			if plainStop[x] {
+				return false
+			}
+		}
+		w := string(b[:n])
+		u := html.UnescapeString(w + "!")
+		return u[:len(u)-1] == w
+	}
+	return false
+}
+
+// inertStop returns how many bytes at the start of b (which begins with
+// a plainStop byte) the quiet views read without any lane leaving its
+// start state and with every transducer idle again after them, or 0 to
+// leave them to the byte-by-byte path. It takes what is common in
+// streamed text and in binary data, each only where every byte it reads
+// is decided inside b:
+//
+//   - a complete escape (JSON, percent, quoted-printable) whose raw bytes
+//     wake no lane in the text view and whose decoded bytes wake no
+//     lane and no transducer in the decoded views; runs of "\n" and
+//     "\r" escapes followed by a plain byte likewise (their line
+//     breaks are then dropped or kept, and wake nothing either way);
+//   - an escape introducer ('\\', '%', '=', '&') that every round reads
+//     as itself because what follows it is no escape, when it wakes no
+//     lane: every view then reads the text as it is;
+//   - '+' when neither it (the text and the decoded views) nor a space
+//     (the '+' view) wakes a lane;
+//   - a run of line breaks followed by a plain byte, when line breaks
+//     wake no lane (the views without line breaks drop or keep the run,
+//     and either way read nothing that wakes a lane);
+//   - the first byte of an invisible character's encoding that is
+//     known not to begin one, when it wakes no lane.
+func (v *views) inertStop(b []byte) int {
+	c := b[0]
+	switch c {
+	case '+':
+		if !v.wakes['+'] && !v.interest[' '] {
+			return 1
+		}
+	case '\r', '\n':
+		j := 1
+		for j < len(b) && newline[b[j]] {
+			j++
+		}
+		if j < len(b) && !plainStop[b[j]] && !v.wakes['\r'] && !v.wakes['\n'] {
+			return j
+		}
+	case 0xE2, 0xEF, 0xC2:
+		// The bytes that decide it must reach every view as they are.
+		k := 2
+		if len(b) < 2 || plainStop[b[1]] {
+			return 0
+		}
+		if couldBeInvisible(b[:2]) {
+			if len(b) < 3 || plainStop[b[2]] {
+				return 0
+			}
+			k = 3
+		}
+		if invisibleAt(b[:k]) == 0 && !v.wakes[c] {
+			return 1
+		}
+	case '&':
+		// A lone '&' (no name, no '#' after it) stands for itself in
+		// every round.
+		if v.literal(b) && !v.wakes['&'] {
+			return 1
+		}
+	case '\\', '%', '=':
+		return v.inertEscape(b)
+	}
+	return 0
+}
+
+// inertEscape is inertStop for an escape introducer at b[0].
+func (v *views) inertEscape(b []byte) int {
+	kind, r, n, seen := decideQuiet(b)
+	if kind == escNeed {
+		return 0
+	}
+	for _, x := range b[1:seen] {
+		if plainStop[x] {
+			// What decides the escape is itself changed or held by
+			// some transducer: a later round may decide otherwise.
+			return 0
+		}
+	}
+	if kind == escLiteral {
+		if v.wakes[b[0]] {
+			return 0
+		}
+		return 1
+	}
+	for _, x := range b[:n] {
+		if v.wakes[x] {
+			return 0 // the text view reads the escape as it is
+		}
+	}
+	var enc [utf8.UTFMax]byte
+	d := enc[:0]
+	if kind == escRune {
+		d = utf8.AppendRune(d, r)
+	} else {
+		d = append(d, byte(r))
+	}
+	if len(d) == 1 && newline[d[0]] {
+		return v.inertBreaks(b)
+	}
+	for _, x := range d {
+		if v.interest[x] {
+			return 0
+		}
+	}
+	return n
+}
+
+// inertBreaks is inertEscape for a run of "\n" and "\r" escapes: the
+// decoded views read line breaks, which the views without line breaks
+// hold until the run ends, so the run must end in b with a plain byte.
+func (v *views) inertBreaks(b []byte) int {
+	if v.wakes['\r'] || v.wakes['\n'] || v.wakes['\\'] || v.wakes['n'] || v.wakes['r'] {
+		return 0
+	}
+	j := 0
+	for j+1 < len(b) && b[j] == '\\' && (b[j+1] == 'n' || b[j+1] == 'r') {
+		j += 2
+	}
+	if j == 0 || j >= len(b) || plainStop[b[j]] {
+		return 0
+	}
+	return j
+}
+
+// decideQuiet is unescaper.decide at the start of b, not at the end of
+// the text, for an escape that is not a quoted-printable soft line
+// break (kind escNeed: undecided, or a soft line break, or a surrogate
+// pair, which the caller leaves to the byte-by-byte path). seen is how
+// many bytes of b the decision read.
+func decideQuiet(b []byte) (kind int, r rune, n, seen int) {
+	if len(b) < 2 {
+		return escNeed, 0, 0, 0
+	}
+	switch b[0] {
+	case '\\':
+		switch b[1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			r, n := jsonEscape(b[:2])
+			return escRune, r, n, 2
+		case 'x', 'u':
+			k := 4
+			if b[1] == 'u' {
+				k = 6
+			}
+			for i := 2; i < k; i++ {
+				if i >= len(b) {
+					return escNeed, 0, 0, 0
+				}
+				if _, ok := unhex(b[i]); !ok {
+					return escLiteral, 0, 1, i + 1
+				}
+			}
+			r, n := jsonEscape(b[:k])
+			if n != k || r == utf8.RuneError {
+				return escNeed, 0, 0, 0 // a surrogate
+			}
+			return escRune, r, n, k
+		}
+		return escLiteral, 0, 1, 2
+	default: // %XX or =XX
+		if b[0] == '=' && (b[1] == '\n' || b[1] == '\r') {
+			return escNeed, 0, 0, 0 // a soft line break
+		}
+		h, ok := unhex(b[1])
+		if !ok {
+			return escLiteral, 0, 1, 2
+		}
+		if len(b) < 3 {
+			return escNeed, 0, 0, 0
+		}
+		l, ok := unhex(b[2])
+		if !ok {
+			return escLiteral, 0, 1, 3
+		}
+		return escByte, rune(h<<4 | l), 3, 3
+	}
+}
