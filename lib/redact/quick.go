@@ -22,20 +22,77 @@ import (
 // the byte-by-byte path (plain, push), which then reads it exactly as it
 // would have without quick.
 
-// wakes returns the bytes that take some lane out of its start state:
-// the first bytes of the patterns of full, and the hex digits, in either
-// case, that begin a pattern of hex (separated hex lowers the digits it
-// reads).
-func wakes(full, hex *automaton) (w byteSet) {
-	w = full.starts
+// quickTables are what quick reads, made once per set of values:
+//
+//   - wakes: the bytes that take some lane out of its start state: the
+//     first bytes of the patterns of full, and the hex digits, in either
+//     case, that begin a pattern of hex (separated hex lowers the digits
+//     it reads);
+//   - interest: wakes and plainStop, the bytes quick looks at;
+//   - pairs: the pairs of bytes c1 c2 after which a lane that read c1 in
+//     its start state may not simply be in the state c2 alone puts it
+//     in: c1 c2 begins a pattern of full, or c1 begins one of hex (in
+//     either case) and c2 is a separator or c1 c2 begins one of hex.
+//     For any other pair, with c2 no plainStop byte, quick reads c1 as
+//     if it woke nothing (no pattern is a single byte, so none ends at
+//     c1 either).
+type quickTables struct {
+	wakes, interest byteSet
+	pairs           [65536 / 64]uint64
+}
+
+func newQuickTables(full, hex *automaton) *quickTables {
+	q := &quickTables{wakes: full.starts}
+	set := func(c1, c2 byte) {
+		p := uint16(c1)<<8 | uint16(c2)
+		q.pairs[p/64] |= 1 << (p % 64)
+	}
+	for i := full.first[0]; i < full.first[1]; i++ {
+		c1, s := full.edgeByte[i], full.edgeTo[i]
+		for k := full.first[s]; k < full.first[s+1]; k++ {
+			set(c1, full.edgeByte[k])
+		}
+	}
 	if hex != nil {
-		for c := range 256 {
-			if hexClass[c] == classHex && hex.starts[lower(byte(c))] {
-				w[c] = true
+		cases := func(c byte) []byte {
+			if 'a' <= c && c <= 'f' {
+				return []byte{c, c - 'a' + 'A'}
+			}
+			return []byte{c}
+		}
+		for i := hex.first[0]; i < hex.first[1]; i++ {
+			c1, s := hex.edgeByte[i], hex.edgeTo[i]
+			for _, u := range cases(c1) {
+				q.wakes[u] = true
+				for _, sep := range []byte("-:. ") {
+					set(u, sep)
+				}
+				for k := hex.first[s]; k < hex.first[s+1]; k++ {
+					for _, w := range cases(hex.edgeByte[k]) {
+						set(u, w)
+					}
+				}
 			}
 		}
 	}
-	return w
+	if full.minLen < 2 {
+		// A pattern of one byte ends where it begins: no pair
+		// decides anything (Register makes none; newMatcher's
+		// patterns are at least 2 bytes long).
+		for i := range q.pairs {
+			q.pairs[i] = ^uint64(0)
+		}
+	}
+	for c := range 256 {
+		q.interest[c] = q.wakes[c] || plainStop[c]
+	}
+	return q
+}
+
+// pair reports whether c1 c2 is in q.pairs.
+func (q *quickTables) pair(c1, c2 byte) bool {
+	p := uint16(c1)<<8 | uint16(c2)
+	return q.pairs[p/64]&(1<<(p%64)) != 0
 }
 
 // quick reads the text at the start of b (offset org) while the views
@@ -46,14 +103,22 @@ func (v *views) quick(b []byte, org int64) int {
 	if v.slow || !v.quiet() {
 		return 0
 	}
+	t := &v.q.interest
 	i := 0
-	for i < len(b) {
-		k := indexIn(b[i:], &v.interest)
-		if k < 0 {
-			i = len(b)
+	for {
+		// indexIn, from i on: most bytes are skipped here.
+		for ; i+8 <= len(b); i += 8 {
+			w := b[i : i+8 : i+8]
+			if t[w[0]] || t[w[1]] || t[w[2]] || t[w[3]] || t[w[4]] || t[w[5]] || t[w[6]] || t[w[7]] {
+				break
+			}
+		}
+		for i < len(b) && !t[b[i]] {
+			i++
+		}
+		if i == len(b) {
 			break
 		}
-		i += k
 		if plainStop[b[i]] {
 			if n := v.inertStop(b[i:]); n > 0 {
 				i += n
@@ -64,6 +129,10 @@ func (v *views) quick(b []byte, org int64) int {
 			}
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
+		}
+		if i+1 < len(b) && !plainStop[b[i+1]] && !v.q.pair(b[i], b[i+1]) {
+			i++ // b[i] begins nothing that b[i+1] continues
+			continue
 		}
 		e, ok := v.excursion(b[i:])
 		if ok {
@@ -262,7 +331,7 @@ func (v *views) inertStop(b []byte) int {
 	c := b[0]
 	switch c {
 	case '+':
-		if !v.wakes['+'] && !v.interest[' '] {
+		if !v.q.wakes['+'] && !v.q.interest[' '] {
 			return 1
 		}
 	case '\r', '\n':
@@ -270,7 +339,7 @@ func (v *views) inertStop(b []byte) int {
 		for j < len(b) && newline[b[j]] {
 			j++
 		}
-		if j < len(b) && !plainStop[b[j]] && !v.wakes['\r'] && !v.wakes['\n'] {
+		if j < len(b) && !plainStop[b[j]] && !v.q.wakes['\r'] && !v.q.wakes['\n'] {
 			return j
 		}
 	case 0xE2, 0xEF, 0xC2:
@@ -285,13 +354,13 @@ func (v *views) inertStop(b []byte) int {
 			}
 			k = 3
 		}
-		if invisibleAt(b[:k]) == 0 && !v.wakes[c] {
+		if invisibleAt(b[:k]) == 0 && !v.q.wakes[c] {
 			return 1
 		}
 	case '&':
 		// A lone '&' (no name, no '#' after it) stands for itself in
 		// every round.
-		if v.literal(b) && !v.wakes['&'] {
+		if v.literal(b) && !v.q.wakes['&'] {
 			return 1
 		}
 	case '\\', '%', '=':
@@ -314,13 +383,13 @@ func (v *views) inertEscape(b []byte) int {
 		}
 	}
 	if kind == escLiteral {
-		if v.wakes[b[0]] {
+		if v.q.wakes[b[0]] {
 			return 0
 		}
 		return 1
 	}
 	for _, x := range b[:n] {
-		if v.wakes[x] {
+		if v.q.wakes[x] {
 			return 0 // the text view reads the escape as it is
 		}
 	}
@@ -335,7 +404,7 @@ func (v *views) inertEscape(b []byte) int {
 		return v.inertBreaks(b)
 	}
 	for _, x := range d {
-		if v.interest[x] {
+		if v.q.interest[x] {
 			return 0
 		}
 	}
@@ -346,7 +415,7 @@ func (v *views) inertEscape(b []byte) int {
 // decoded views read line breaks, which the views without line breaks
 // hold until the run ends, so the run must end in b with a plain byte.
 func (v *views) inertBreaks(b []byte) int {
-	if v.wakes['\r'] || v.wakes['\n'] || v.wakes['\\'] || v.wakes['n'] || v.wakes['r'] {
+	if v.q.wakes['\r'] || v.q.wakes['\n'] || v.q.wakes['\\'] || v.q.wakes['n'] || v.q.wakes['r'] {
 		return 0
 	}
 	j := 0

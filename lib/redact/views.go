@@ -21,10 +21,9 @@ const (
 type views struct {
 	lanes [2 * numViews]*lane // per view: the view, then the view without invisible characters
 	lane  [2 * numViews]lane  // what lanes points to (one allocation)
-	// full and hex are the lanes' automata; wakes the bytes that take a
-	// lane out of its start state, interest those and plainStop (quick).
-	full, hex       *automaton
-	wakes, interest byteSet
+	// full and hex are the lanes' automata, q what quick reads.
+	full, hex *automaton
+	q         *quickTables
 	// slow makes write read every byte the long way, without quick:
 	// the tests compare the two.
 	slow  bool
@@ -71,17 +70,13 @@ type views struct {
 // there only for a Detector.
 func newViews(m *matcher) *views {
 	full, hex := m.automata()
-	v := &views{plus: newUnescaper(true), at: math.MaxInt64, full: full, hex: hex}
+	v := &views{plus: newUnescaper(true), at: math.MaxInt64, full: full, hex: hex, q: m.auto.quick}
 	for i := range v.lanes {
 		v.lane[i] = lane{full: full, hx: hexScan{a: hex}}
 		v.lanes[i] = &v.lane[i]
 	}
 	for i := range numViews {
 		v.twin[i] = true
-	}
-	v.wakes = wakes(full, hex)
-	for c := range 256 {
-		v.interest[c] = v.wakes[c] || plainStop[c]
 	}
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
@@ -99,7 +94,7 @@ var plainStop = newByteSet("\\%=+&\r\n\xE2\xEF\xC2")
 
 // plainChunk is the most bytes write gives plain at once while the views
 // are idle but not quiet (quick).
-const plainChunk = 64
+const plainChunk = 16
 
 // write reads text whose first byte is at offset org. It stops at the
 // first match: the views then hold what they held right after its last
