@@ -38,13 +38,21 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 // longest value where the text has no escapes, and MaxDecodedSpan of it
 // at worst (a partial match in text escaped four times over). Beyond
 // that a Stream keeps, per view, rings that map a partial match back to
-// the text: about 1 KiB each, grown only while a partial match needs
-// more. The automata are the Scrubber's, built once per set of values.
+// the text, made when a partial match first needs one and grown only
+// while it needs more: a fresh stream, or one whose text has begun no
+// form, takes about 7 KiB. The automata are the Scrubber's, built once
+// per set of values.
 //
 // Each byte is read once by each view (the text, the text with escapes
 // undone up to MaxDecodeLevels times, each without line breaks and
 // with '+' as a space, each without invisible characters), so Next costs
-// O(len(p)) amortised whatever the sizes of the pieces. What is exact
+// O(len(p)) amortised whatever the sizes of the pieces. Text in which
+// no view can begin a form is not read view by view: a table scan
+// passes every byte that begins no form and that no escape or view
+// changes, and the common escapes, line breaks and UTF-8 bytes that
+// leave every view in its start state, so such text costs a table
+// lookup a byte rather than a step of every view (the benchmarks in
+// stream_bench_test.go give the rates). What is exact
 // and what is conservative: the output and the decision to abort agree
 // with ScrubBytes and ContainsDecoded on every split of every text (the
 // tests check every split point and random splits); the held text may
