@@ -128,7 +128,7 @@ func (v *views) quick(b []byte, org int64) int {
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
 		}
-		if i+1 < len(b) && !plainStop[b[i+1]] && !v.q.pair(b[i], b[i+1]) {
+		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (!plainStop[b[i+1]] || v.breakPasses(b, i)) {
 			i++ // b[i] begins nothing that b[i+1] continues
 			continue
 		}
@@ -186,6 +186,26 @@ func (v *views) skip(n int, org int64) {
 		l.n += int64(n)
 		l.hx.hs, l.hx.inPart, l.hx.sepRun = 0, false, 0
 	}
+}
+
+// breakPasses reports whether b[i] (which wakes a lane) is followed by
+// a run of line breaks that wake no lane and then by a plain byte x,
+// and b[i] begins nothing that a line break or x continues: the views
+// that keep the line breaks and those that drop them are then all back
+// in the start state when x comes, as if b[i] had woken nothing. quick
+// reads the run itself next (inertStop).
+func (v *views) breakPasses(b []byte, i int) bool {
+	if v.q.wakes['\r'] || v.q.wakes['\n'] {
+		return false
+	}
+	j := i + 1
+	for j < len(b) && newline[b[j]] {
+		if v.q.pair(b[i], b[j]) {
+			return false
+		}
+		j++
+	}
+	return j > i+1 && j < len(b) && !plainStop[b[j]] && !v.q.pair(b[i], b[j])
 }
 
 // excursion follows b, which begins with a byte that wakes some lane,

@@ -111,6 +111,9 @@ func quickEdges(forms []string) [][]byte {
 			[]byte(skippable+inert[i%len(inert)]+f+inert[(i+1)%len(inert)]+skippable),
 			[]byte(f[:len(f)/2]+inert[(i+2)%len(inert)]+f[len(f)/2:]),
 			[]byte("data: "+inert[(i+3)%len(inert)]+f+`\u00`),
+			// A byte that may begin the form, then line breaks
+			// (which the views without them drop) and the form.
+			[]byte(skippable+f[:1]+"\n"+f[1:]+" "+f[:1]+"\r\n"+f+f[:1]+"\n\n\n"+f[:1]),
 		)
 	}
 	for _, x := range inert {
