@@ -128,7 +128,7 @@ func (v *views) quick(b []byte, org int64) int {
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
 		}
-		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (!plainStop[b[i+1]] || v.breakPasses(b, i)) {
+		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (v.asIs(b[i+1:]) || v.breakPasses(b, i)) {
 			i++ // b[i] begins nothing that b[i+1] continues
 			continue
 		}

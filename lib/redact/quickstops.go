@@ -47,18 +47,7 @@ func (v *views) inertStop(b []byte) int {
 			return j
 		}
 	case 0xE2, 0xEF, 0xC2:
-		// The bytes that decide it must reach every view as they are.
-		k := 2
-		if len(b) < 2 || plainStop[b[1]] {
-			return 0
-		}
-		if couldBeInvisible(b[:2]) {
-			if len(b) < 3 || plainStop[b[2]] {
-				return 0
-			}
-			k = 3
-		}
-		if invisibleAt(b[:k]) == 0 && !v.q.wakes[c] {
+		if visibleLead(b) && !v.q.wakes[c] {
 			return 1
 		}
 	case '&':
@@ -229,4 +218,35 @@ func (v *views) literal(b []byte) bool {
 		return u[:len(u)-1] == w
 	}
 	return false
+}
+
+// visibleLead reports whether b begins with the first byte of an
+// invisible character's encoding that begins none, decided by bytes
+// that reach every view as they are.
+func visibleLead(b []byte) bool {
+	k := 2
+	if len(b) < 2 || plainStop[b[1]] {
+		return false
+	}
+	if couldBeInvisible(b[:2]) {
+		if len(b) < 3 || plainStop[b[2]] {
+			return false
+		}
+		k = 3
+	}
+	return invisibleAt(b[:k]) == 0
+}
+
+// asIs reports whether every view reads b[0] as itself, right after the
+// byte before it, with what decides it in b: a plain byte, an
+// introducer every round reads as itself (literal), or a lead byte that
+// begins no invisible character.
+func (v *views) asIs(b []byte) bool {
+	switch c := b[0]; {
+	case !plainStop[c]:
+		return true
+	case c == 0xE2 || c == 0xEF || c == 0xC2:
+		return visibleLead(b)
+	}
+	return v.literal(b)
 }

@@ -114,6 +114,8 @@ func quickEdges(forms []string) [][]byte {
 			// A byte that may begin the form, then line breaks
 			// (which the views without them drop) and the form.
 			[]byte(skippable+f[:1]+"\n"+f[1:]+" "+f[:1]+"\r\n"+f+f[:1]+"\n\n\n"+f[:1]),
+			// ... then a byte every view reads as itself.
+			[]byte(skippable+f[:1]+inert[i%len(inert)]+f+f[:1]+inert[(i+5)%len(inert)]+f[:1]),
 		)
 	}
 	for _, x := range inert {
