@@ -153,9 +153,10 @@ func (a *automaton) step(s int32, c byte) int32 {
 // separated hex can spell (lower-case hex digits only, at least
 // minSeparatedHex long), or is nil when there are none.
 type automata struct {
-	once sync.Once
-	full *automaton
-	hex  *automaton
+	once  sync.Once
+	full  *automaton
+	hex   *automaton
+	quick *quickTables // what quick reads, made from full and hex
 }
 
 // automata returns m's automata, building them on first use.
@@ -174,6 +175,7 @@ func (m *matcher) automata() (full, hex *automaton) {
 		if len(hx) > 0 {
 			m.auto.hex = newAutomaton(hx)
 		}
+		m.auto.quick = newQuickTables(m.auto.full, m.auto.hex)
 	})
 	return m.auto.full, m.auto.hex
 }

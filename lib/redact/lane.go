@@ -42,26 +42,10 @@ type hexScan struct {
 	dmask     int64
 }
 
-// Initial ring sizes; a ring grows when a partial match needs more.
-const (
-	orgRing   = 64
-	digitRing = 32
-)
-
-func newHexScan(a *automaton) hexScan {
-	h := hexScan{a: a}
-	if a != nil {
-		h.dpos = make([]int64, digitRing)
-		h.cuts = make([]int64, digitRing)
-		h.dmask = digitRing - 1
-	}
-	return h
-}
-
-// newLane returns a lane for full and hex (either may be nil).
-func newLane(full, hex *automaton) *lane {
-	return &lane{full: full, hx: newHexScan(hex), org: make([]int64, orgRing), mask: orgRing - 1}
-}
+// minRing is the smallest ring made. Rings start empty and are made
+// when a partial match first needs one (most views of most streams
+// never have one), then grow when a partial match needs more.
+const minRing = 32
 
 // growRing returns ring r (indexed by position & mask) with room for at
 // least size entries, keeping the entries of positions [hi-len(r), hi).
@@ -69,7 +53,7 @@ func growRing(r []int64, mask, hi int64, size int) ([]int64, int64) {
 	if size <= len(r) {
 		return r, mask
 	}
-	n := pow2(max(size, 2*len(r)))
+	n := pow2(max(size, 2*len(r), minRing))
 	g, gm := make([]int64, n), int64(n-1)
 	for q := max(hi-int64(len(r)), 0); q < hi; q++ {
 		g[q&gm] = r[q&mask]
@@ -135,6 +119,9 @@ func (l *lane) push(c byte, org int64) bool {
 func (h *hexScan) step(c byte, pos int64) bool {
 	switch hexClass[c] {
 	case classHex:
+		if len(h.dpos) == 0 {
+			h.room(minRing) // the first digit this scan records
+		}
 		switch {
 		case !h.inPart || h.sepRun > MaxHexSeparators:
 			h.inPart, h.hs, h.partStart = true, 0, h.digits
@@ -191,6 +178,15 @@ func (h *hexScan) pairsMatch() bool {
 // busy reports whether a part is under way (a digit may continue it).
 func (h *hexScan) busy() bool {
 	return h.a != nil && h.inPart && h.sepRun <= MaxHexSeparators
+}
+
+// partialDepth returns how many digits the longest partial
+// separated-hex match has (0: none).
+func (h *hexScan) partialDepth() int32 {
+	if !h.busy() {
+		return 0
+	}
+	return h.a.depth[h.hs]
 }
 
 // partial returns the view position of the first digit of the longest

@@ -197,3 +197,60 @@ func (h *hexScan) skip(run []byte, k int) int {
 	}
 	return k
 }
+
+// mayEnd reports whether a match may end in a plain run of n bytes: a
+// match that does is at least the shortest pattern long, and what of it
+// comes before the run is a partial match a lane holds now (its
+// automaton state's depth, or the digits of its separated-hex part).
+func (v *views) mayEnd(n int) bool {
+	for _, l := range v.active {
+		if l.full != nil && int(l.full.depth[l.st])+n >= l.full.minLen {
+			return true
+		}
+		if h := &l.hx; h.a != nil {
+			d := 0
+			if h.busy() {
+				d = int(h.a.depth[h.hs])
+			}
+			if d+n >= h.a.minLen {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// laneSnap is what save keeps: the active lanes, and the digit rings of
+// those with a separated-hex part under way.
+type laneSnap struct {
+	lanes      [2 * numViews]lane
+	dpos, cuts [2 * numViews][]int64
+}
+
+// save keeps the state of the active lanes that plainRun changes, for
+// restore.
+func (v *views) save() {
+	if v.snap == nil {
+		v.snap = new(laneSnap)
+	}
+	for i, l := range v.active {
+		v.snap.lanes[i] = *l
+		if l.hx.busy() {
+			v.snap.dpos[i] = append(v.snap.dpos[i][:0], l.hx.dpos...)
+			v.snap.cuts[i] = append(v.snap.cuts[i][:0], l.hx.cuts...)
+		}
+	}
+}
+
+// restore puts the active lanes back as save found them. The rings a
+// part under way needs are copied back; the others hold nothing a
+// partial match may ask for.
+func (v *views) restore() {
+	for i, l := range v.active {
+		*l = v.snap.lanes[i]
+		if l.hx.busy() {
+			copy(l.hx.dpos, v.snap.dpos[i])
+			copy(l.hx.cuts, v.snap.cuts[i])
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package redact
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"unsafe"
+)
 
 // ErrEcho is returned by Stream.Next and Stream.Close when the scrubbed
 // text holds a registered value in a form that cannot be replaced in
@@ -34,13 +38,21 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 // longest value where the text has no escapes, and MaxDecodedSpan of it
 // at worst (a partial match in text escaped four times over). Beyond
 // that a Stream keeps, per view, rings that map a partial match back to
-// the text: about 1 KiB each, grown only while a partial match needs
-// more. The automata are the Scrubber's, built once per set of values.
+// the text, made when a partial match first needs one and grown only
+// while it needs more: a fresh stream, or one whose text has begun no
+// form, takes about 7 KiB. The automata are the Scrubber's, built once
+// per set of values.
 //
 // Each byte is read once by each view (the text, the text with escapes
 // undone up to MaxDecodeLevels times, each without line breaks and
 // with '+' as a space, each without invisible characters), so Next costs
-// O(len(p)) amortised whatever the sizes of the pieces. What is exact
+// O(len(p)) amortised whatever the sizes of the pieces. Text in which
+// no view can begin a form is not read view by view: a table scan
+// passes every byte that begins no form and that no escape or view
+// changes, and the common escapes, line breaks and UTF-8 bytes that
+// leave every view in its start state, so such text costs a table
+// lookup a byte rather than a step of every view (the benchmarks in
+// stream_bench_test.go give the rates). What is exact
 // and what is conservative: the output and the decision to abort agree
 // with ScrubBytes and ContainsDecoded on every split of every text (the
 // tests check every split point and random splits); the held text may
@@ -50,7 +62,7 @@ var ErrStreamClosed = errors.New("redact: stream closed")
 type Stream struct {
 	r      *replacer // nil: nothing registered, bytes pass through
 	v      *views
-	out    []byte // scrubbed text the views have read and not handed out
+	out    []byte // scrubbed text the views have read and not handed out: the held tail
 	base   int64  // offset of out[0] in the scrubbed text
 	err    error
 	closed bool
@@ -87,9 +99,25 @@ func (st *Stream) Next(dst, p []byte) ([]byte, error) {
 		}
 		return append(dst, p...), nil
 	}
+	if overlaps(dst, p) {
+		p = bytes.Clone(p) // dst's bytes are written before p is read
+	}
+	start := len(dst)
+	st.r.out = append(dst, st.out...)
 	st.r.run(p, false)
-	st.read()
-	return st.forward(dst, false)
+	dst, st.r.out = st.r.out, nil
+	return st.forward(dst, start, false)
+}
+
+// overlaps reports whether p shares bytes with dst's backing array, up
+// to its capacity.
+func overlaps(dst, p []byte) bool {
+	if cap(dst) == 0 || len(p) == 0 {
+		return false
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(dst[:cap(dst)])))
+	q := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	return q < d+uintptr(cap(dst)) && d < q+uintptr(len(p))
 }
 
 // Close ends the body and appends to dst the rest of it, or, when the
@@ -105,10 +133,11 @@ func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.r == nil {
 		return dst, nil
 	}
+	start := len(dst)
+	st.r.out = append(dst, st.out...)
 	st.r.run(nil, true)
-	st.read()
-	st.v.flush()
-	return st.forward(dst, true)
+	dst, st.r.out = st.r.out, nil
+	return st.forward(dst, start, true)
 }
 
 // Held returns how many bytes of text the stream holds back now: read
@@ -120,17 +149,20 @@ func (st *Stream) Held() int {
 	return len(st.out) + st.r.held()
 }
 
-// read gives the replacer's final text to the views.
-func (st *Stream) read() {
-	b := st.r.out
-	st.v.write(b, st.base+int64(len(st.out)))
-	st.out = append(st.out, b...)
-	st.r.out = b[:0]
-}
-
-// forward hands out the scrubbed text that no match can need any more.
-func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
-	n := len(st.out)
+// forward gives the views the replacer's final text, which it has
+// appended to dst after the held tail (dst[start:] is that tail, then
+// the new text), and hands out what no match can need any more: it
+// keeps the rest in st.out and returns dst cut after what goes out. At
+// the end of the body (all) every transducer lets out what it holds
+// first.
+func (st *Stream) forward(dst []byte, start int, all bool) ([]byte, error) {
+	text := dst[start:]
+	old := len(st.out)
+	st.v.write(text[old:], st.base+int64(old))
+	if all {
+		st.v.flush()
+	}
+	n := len(text)
 	switch {
 	case st.v.hit:
 		// Everything before the echo (and before what was held when
@@ -141,12 +173,11 @@ func (st *Stream) forward(dst []byte, all bool) ([]byte, error) {
 		// What the views hold only moves forward, so n ≥ 0.
 		n = int(max(min(int64(n), st.v.held()-st.base), 0))
 	}
-	dst = append(dst, st.out[:n]...)
 	if st.err != nil {
 		st.out = nil
-		return dst, st.err
+		return dst[:start+n], st.err
 	}
-	st.out = st.out[:copy(st.out, st.out[n:])]
+	st.out = append(st.out[:0], text[n:]...)
 	st.base += int64(n)
-	return dst, nil
+	return dst[:start+n], nil
 }

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -15,6 +16,40 @@ func sseBody(n int) []byte {
 			`"choices":[{"index":0,"delta":{"content":"token %d: caf\u00e9 \"quoted\" 50%% a+b\n"},"finish_reason":null}]}`+"\n\n", i%977, i)
 	}
 	return []byte(b.String()[:n])
+}
+
+// textBody is n bytes of pseudo-random printable ASCII in words and
+// lines, as bench/proxy's text body: hex digits, hex separators and the
+// first bytes of base64 forms are everywhere, escapes nowhere.
+func textBody(n int) []byte {
+	const alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789,.:\"{}"
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, 0, n)
+	for len(b) < n {
+		switch x := r.IntN(80); {
+		case x == 0:
+			b = append(b, '\n')
+		case x < 12:
+			b = append(b, ' ')
+		default:
+			b = append(b, alpha[r.IntN(len(alpha))])
+		}
+	}
+	return b
+}
+
+// binaryBody is n pseudo-random bytes (a compressed download): escapes,
+// line breaks and UTF-8 leads start everywhere.
+func binaryBody(n int) []byte {
+	body := make([]byte, n)
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := range body {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		body[i] = byte(x)
+	}
+	return body
 }
 
 // benchStream runs body through a Stream in pieces of n bytes.
@@ -85,14 +120,9 @@ func BenchmarkDetector(b *testing.B) {
 
 // BenchmarkStreamBinary: 4 MiB of pseudo-random bytes (a download) in
 // 32 KiB pieces: escapes and line breaks start everywhere.
-func BenchmarkStreamBinary(b *testing.B) {
-	body := make([]byte, 4<<20)
-	x := uint64(0x9E3779B97F4A7C15)
-	for i := range body {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		body[i] = byte(x)
-	}
-	benchStream(b, body, 32<<10)
-}
+func BenchmarkStreamBinary(b *testing.B) { benchStream(b, binaryBody(4<<20), 32<<10) }
+
+// BenchmarkStreamText: 4 MiB of random printable words and lines in
+// 32 KiB pieces: hex digits and separators, and bytes that begin base64
+// forms, everywhere.
+func BenchmarkStreamText(b *testing.B) { benchStream(b, textBody(4<<20), 32<<10) }

@@ -20,6 +20,13 @@ const (
 // the text on a match may still begin.
 type views struct {
 	lanes [2 * numViews]*lane // per view: the view, then the view without invisible characters
+	lane  [2 * numViews]lane  // what lanes points to (one allocation)
+	// full and hex are the lanes' automata, q what quick reads.
+	full, hex *automaton
+	q         *quickTables
+	// slow makes write read every byte the long way, without quick:
+	// the tests compare the two.
+	slow  bool
 	strip [numViews]invisibles
 	plus  *unescaper
 	unesc [MaxDecodeLevels]*unescaper
@@ -47,9 +54,9 @@ type views struct {
 	// invisible character comes.
 	twin   [numViews]bool
 	active []*lane // scratch: the lanes plain feeds
-	// snap, snapDpos, snapCuts: the active lanes before a plain run
-	snap               [2 * numViews]lane
-	snapDpos, snapCuts [2 * numViews][]int64
+	// snap: the active lanes before a plain run in which a match may
+	// end, made on first use (most streams never need one)
+	snap *laneSnap
 	// scratch outputs, one per transducer
 	plusOut  []vbyte
 	unescOut [MaxDecodeLevels][]vbyte
@@ -63,17 +70,19 @@ type views struct {
 // there only for a Detector.
 func newViews(m *matcher) *views {
 	full, hex := m.automata()
-	v := &views{plus: newUnescaper(true), at: math.MaxInt64}
+	v := &views{plus: newUnescaper(true), at: math.MaxInt64, full: full, hex: hex, q: m.auto.quick}
+	for i := range v.lanes {
+		v.lane[i] = lane{full: full, hx: hexScan{a: hex}}
+		v.lanes[i] = &v.lane[i]
+	}
 	for i := range numViews {
-		v.lanes[2*i] = newLane(full, hex)
-		v.lanes[2*i+1] = newLane(full, hex)
 		v.twin[i] = true
 	}
 	for r := range MaxDecodeLevels {
 		v.unesc[r] = newUnescaper(false)
 		v.mirror[r] = r > 0
 	}
-	v.hexScratch = newHexScan(hex)
+	v.hexScratch = hexScan{a: hex}
 	v.holdLines = full.starts['\r'] || full.starts['\n']
 	v.holdInvisible = full.starts[0xE2] || full.starts[0xEF] || full.starts[0xC2]
 	return v
@@ -83,15 +92,31 @@ func newViews(m *matcher) *views {
 // without them reads the same in every view.
 var plainStop = newByteSet("\\%=+&\r\n\xE2\xEF\xC2")
 
+// plainChunk is the most bytes write gives plain at once while the views
+// are idle but not quiet (quick).
+const plainChunk = 16
+
 // write reads text whose first byte is at offset org. It stops at the
 // first match: the views then hold what they held right after its last
 // byte, and read nothing more.
 func (v *views) write(b []byte, org int64) {
 	for len(b) > 0 && !v.hit {
 		if v.idle() {
+			if k := v.quick(b, org); k > 0 {
+				b, org = b[k:], org+int64(k)
+				continue
+			}
+			if v.hit {
+				break
+			}
 			k := indexIn(b, &plainStop)
 			if k < 0 {
 				k = len(b)
+			}
+			if !v.slow {
+				// A partial match under way ends within a few
+				// bytes as a rule: come back to quick soon after.
+				k = min(k, plainChunk)
 			}
 			if k > 0 {
 				v.plain(b[:k], org)
@@ -178,10 +203,28 @@ func (v *views) unmirror(r int) {
 }
 
 // plain reads text without plainStop bytes while no transducer holds
-// anything: every view reads it as it is. A round that is quiet, as is
-// the one below it, mirrors it again.
+// anything: every view reads it as it is.
 func (v *views) plain(run []byte, org int64) {
+	v.prepare()
+	v.plainFlags()
+	v.plainLanes(run, org)
+}
+
+// plainFlags clears what a transducer remembers of the bytes before a
+// plain byte (a soft line break just removed, a long run of line
+// breaks): a plain byte ends both.
+func (v *views) plainFlags() {
 	v.plus.blocked = false
+	for r := range MaxDecodeLevels {
+		v.unesc[r].blocked = false
+		v.lines[r].long = false
+	}
+}
+
+// prepare puts in v.active the lanes that read on their own while no
+// transducer holds anything. A round that is quiet, as is the one below
+// it, mirrors it again.
+func (v *views) prepare() {
 	v.active = v.activeLanes(v.active[:0], viewText)
 	v.active = v.activeLanes(v.active, viewPlus)
 	// Mirroring rounds are always the last ones: a round that mirrors
@@ -195,11 +238,13 @@ func (v *views) plain(run []byte, org int64) {
 		if v.mirror[r] {
 			continue
 		}
-		v.unesc[r].blocked = false
-		v.lines[r].long = false
 		v.active = v.activeLanes(v.active, viewLevel0+r)
 		v.active = v.activeLanes(v.active, viewLines0+r)
 	}
+}
+
+// plainLanes is plain's reading of run by v.active.
+func (v *views) plainLanes(run []byte, org int64) {
 	saved := v.mayEnd(len(run))
 	if saved {
 		v.save()
@@ -215,53 +260,6 @@ func (v *views) plain(run []byte, org int64) {
 			v.hit = true
 			v.at = min(v.at, v.held())
 			return
-		}
-	}
-}
-
-// mayEnd reports whether a match may end in a plain run of n bytes: a
-// match that does is at least the shortest pattern long, and what of it
-// comes before the run is a partial match a lane holds now (its
-// automaton state's depth, or the digits of its separated-hex part).
-func (v *views) mayEnd(n int) bool {
-	for _, l := range v.active {
-		if l.full != nil && int(l.full.depth[l.st])+n >= l.full.minLen {
-			return true
-		}
-		if h := &l.hx; h.a != nil {
-			d := 0
-			if h.busy() {
-				d = int(h.a.depth[h.hs])
-			}
-			if d+n >= h.a.minLen {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// save keeps the state of the active lanes that plainRun changes, for
-// restore.
-func (v *views) save() {
-	for i, l := range v.active {
-		v.snap[i] = *l
-		if l.hx.busy() {
-			v.snapDpos[i] = append(v.snapDpos[i][:0], l.hx.dpos...)
-			v.snapCuts[i] = append(v.snapCuts[i][:0], l.hx.cuts...)
-		}
-	}
-}
-
-// restore puts the active lanes back as save found them. The rings a
-// part under way needs are copied back; the others hold nothing a
-// partial match may ask for.
-func (v *views) restore() {
-	for i, l := range v.active {
-		*l = v.snap[i]
-		if l.hx.busy() {
-			copy(l.hx.dpos, v.snapDpos[i])
-			copy(l.hx.cuts, v.snapCuts[i])
 		}
 	}
 }
