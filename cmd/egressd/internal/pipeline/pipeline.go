@@ -76,6 +76,7 @@ type Pipeline struct {
 	scan  scan.Scanner
 	strip map[string]bool
 	auth  request.Authorities // canonical hosts of the authorities seen
+	bufs  bufPool             // streamed bodies' large buffers (streambuf.go)
 }
 
 // New returns a Pipeline.

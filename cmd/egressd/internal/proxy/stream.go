@@ -60,16 +60,18 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 	hasBody := req.Method != http.MethodHead && pipeline.BodyAllowed(st.Status)
 	chunked := hasBody && req.ProtoAtLeast(1, 1)
 	closeAfter := req.Close || (hasBody && !chunked)
+	// No buffer of its own: each piece is the pipeline's (Stream.Next),
+	// written into c.bw, so a stream waiting for its next event holds
+	// only what the pipeline keeps for it.
 	var (
-		buf = make([]byte, 32<<10)
-		n   int
-		err error
+		piece []byte
+		err   error
 	)
 	if hasBody {
 		// The head waits for the first piece of the body: an answer the
 		// pipeline cuts off before any of it was released is refused
 		// whole, with its code, instead of ending early.
-		if n, err = st.Read(buf); n == 0 && err != nil && err != io.EOF {
+		if piece, err = st.Next(); len(piece) == 0 && err != nil && err != io.EOF {
 			if wire.CodeOf(err) == egressdapi.CodeClientClosed {
 				return false
 			}
@@ -88,15 +90,15 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 		return !closeAfter
 	}
 	for {
-		if n > 0 {
+		if len(piece) > 0 {
 			c.writeBy(idle)
 			if chunked {
-				c.bw.Write(strconv.AppendInt(c.bw.AvailableBuffer(), int64(n), 16))
+				c.bw.Write(strconv.AppendInt(c.bw.AvailableBuffer(), int64(len(piece)), 16))
 				c.bw.WriteString("\r\n")
-				c.bw.Write(buf[:n])
+				c.bw.Write(piece)
 				c.bw.WriteString("\r\n")
 			} else {
-				c.bw.Write(buf[:n])
+				c.bw.Write(piece)
 			}
 		}
 		if err == io.EOF {
@@ -118,7 +120,7 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 			// closes (the pipeline audited why).
 			return false
 		}
-		n, err = st.Read(buf)
+		piece, err = st.Next()
 	}
 }
 
