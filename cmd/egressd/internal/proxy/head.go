@@ -187,5 +187,7 @@ func (c *conn) readHead(limit int) (head, bool, error) {
 // what c.br holds.
 func (c *conn) growReader(size int) {
 	held, _ := c.br.Peek(c.br.Buffered())
-	c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), c.c), size)
+	old := c.br
+	c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), &c.ahead), size)
+	c.s.bufs.putReader(old)
 }
