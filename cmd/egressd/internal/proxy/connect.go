@@ -139,7 +139,13 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 		},
 	})
 	c.setDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
-	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+	// The handshake runs on a goroutine of its own: its key exchange and
+	// signature grow a stack to tens of KiB, and on the goroutine that
+	// then serves the tunnel (for as long as its streams stay open) that
+	// stack would stay until collections shrank it, one halving each.
+	hs := make(chan error, 1)
+	go func() { hs <- tc.HandshakeContext(c.s.ctx) }()
+	if err := <-hs; err != nil {
 		if refused != nil {
 			c.recordRefusal(t.b, refused, OpConnect, map[string]any{pipeline.KeyOrigin: t.authority(), "mode": "intercept"})
 			return
