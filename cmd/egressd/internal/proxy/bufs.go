@@ -18,40 +18,47 @@ import (
 // sent: the TLS layer reads what the reader still holds, then the socket
 // itself (bufConn).
 
-// connBufSize is the size of a connection's reader and writer: a request
-// head up to it is read in one step (a larger one grows the reader,
-// readHead), and an answer up to it is written in one.
-const connBufSize = 16 << 10
+// Sizes of a connection's reader and writer. A request head up to
+// readBufSize is read in one step; a larger one grows the reader, by
+// doubling, up to the head limit (readHead). The reader is small because
+// each connection holds one from accept until its first request is read
+// (a burst of new tunnels holds hundreds at once), and net/http's server
+// reads with the same 4 KiB. An answer up to writeBufSize is written in
+// one step; a writer is held only while an answer is written.
+const (
+	readBufSize  = 4 << 10
+	writeBufSize = 16 << 10
+)
 
 // bufPools pools the readers and writers of a Server's connections.
 type bufPools struct {
 	readers, writers sync.Pool
 }
 
-// reader returns a connBufSize reader over r.
+// reader returns a readBufSize reader over r.
 func (p *bufPools) reader(r io.Reader) *bufio.Reader {
 	if br, ok := p.readers.Get().(*bufio.Reader); ok {
 		br.Reset(r)
 		return br
 	}
-	return bufio.NewReaderSize(r, connBufSize)
+	return bufio.NewReaderSize(r, readBufSize)
 }
 
 // putReader pools br, unless readHead grew it (a larger one is dropped).
 func (p *bufPools) putReader(br *bufio.Reader) {
-	if br != nil && br.Size() == connBufSize {
+	if br != nil && br.Size() == readBufSize {
 		br.Reset(nil)
 		p.readers.Put(br)
 	}
 }
 
-// writer returns a connBufSize writer to w.
+// writer returns a writeBufSize writer to w.
 func (p *bufPools) writer(w io.Writer) *bufio.Writer {
 	if bw, ok := p.writers.Get().(*bufio.Writer); ok {
 		bw.Reset(w)
 		return bw
 	}
-	return bufio.NewWriterSize(w, connBufSize)
+	return bufio.NewWriterSize(w, writeBufSize)
 }
 
 // putWriter pools bw.
@@ -120,7 +127,7 @@ func (a *ahead) Read(p []byte) (int, error) {
 type bufConn struct {
 	net.Conn
 	r    *bufio.Reader // nil once drained
-	pool *bufPools
+	pool *bufPools     // where r goes then (nil: nowhere)
 }
 
 func (b *bufConn) Read(p []byte) (int, error) {
@@ -128,7 +135,9 @@ func (b *bufConn) Read(p []byte) (int, error) {
 		if b.r.Buffered() > 0 {
 			return b.r.Read(p)
 		}
-		b.pool.putReader(b.r)
+		if b.pool != nil {
+			b.pool.putReader(b.r)
+		}
 		b.r = nil
 	}
 	return b.Conn.Read(p)

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,12 @@ import (
 // variations, not for another 32 KiB buffer under the race detector.
 const maxStreamBytes = 128 << 10
 
+// maxEventBytes bounds what egressd allocates to relay one event of an
+// open stream: with GOGC at 400 that garbage, not the live heap, is what
+// sets the resident size of hundreds of long streams once they have run
+// for minutes.
+const maxEventBytes = 2 << 10
+
 // TestStreamMemory opens streams through a real proxy face (CONNECT,
 // TLS interception, the pipeline with substitution, a TLS upstream that
 // sends one event and waits) and measures, after collections, the live
@@ -53,6 +60,7 @@ const maxStreamBytes = 128 << 10
 func TestStreamMemory(t *testing.T) {
 	const (
 		n      = 40
+		events = 20 // per stream, after the first
 		secret = "mem-secret-value-0123456789"
 		ph     = "hkp_abcdefghijklmnopqrstuvwxyz234567"
 	)
@@ -65,20 +73,32 @@ func TestStreamMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
+	var ticks [n]chan struct{} // stream i's next event
+	for i := range ticks {
+		ticks[i] = make(chan struct{})
+	}
 	var active atomic.Int64
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+secret {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
+		i, _ := strconv.Atoi(r.URL.Query().Get("i"))
 		active.Add(1)
 		defer active.Add(-1)
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: {\"n\":0}\n\n")
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-stop:
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-stop:
+				return
+			case <-ticks[i]:
+				io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"more words of an answer\"}}]}\n\n")
+				w.(http.Flusher).Flush()
+			}
 		}
 	}))
 	up.TLS = &tls.Config{Certificates: []tls.Certificate{*upLeaf}, NextProtos: []string{"http/1.1"}}
@@ -122,7 +142,11 @@ func TestStreamMemory(t *testing.T) {
 
 	// open starts one stream and returns its connection once the first
 	// event arrived: through egressd, or directly to the upstream.
-	open := func(via bool) net.Conn {
+	type stream struct {
+		c    net.Conn
+		body io.Reader
+	}
+	open := func(via bool, i int) stream {
 		t.Helper()
 		var raw net.Conn
 		var err error
@@ -146,7 +170,7 @@ func TestStreamMemory(t *testing.T) {
 		}
 		_ = raw.SetDeadline(time.Now().Add(30 * time.Second)) // only while it opens
 		c := tls.Client(raw, &tls.Config{ServerName: "up.test", RootCAs: roots, NextProtos: []string{"http/1.1"}})
-		fmt.Fprintf(c, "GET /events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", authority, ph)
+		fmt.Fprintf(c, "GET /events?i=%d HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", i, authority, ph)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -154,17 +178,9 @@ func TestStreamMemory(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get(HeaderError))
 		}
-		var got []byte
-		buf := make([]byte, 64)
-		for !bytes.Contains(got, []byte("\n\n")) {
-			k, err := resp.Body.Read(buf)
-			got = append(got, buf[:k]...)
-			if err != nil {
-				t.Fatalf("first event: %q %v", got, err)
-			}
-		}
+		readEvent(t, resp.Body)
 		_ = raw.SetDeadline(time.Time{})
-		return c
+		return stream{c, resp.Body}
 	}
 	// settle waits until the upstream serves want streams (closed ones
 	// end on egressd's client watch, at once).
@@ -177,34 +193,51 @@ func TestStreamMemory(t *testing.T) {
 		}
 	}
 	// cost opens n streams and returns what they add per stream (live
-	// heap and stacks after collections), then closes them.
-	cost := func(via bool) (perStream int64, goroutines float64) {
+	// heap and stacks after collections) and what relaying one more
+	// event allocates, then closes them.
+	cost := func(via bool) (perStream int64, goroutines float64, perEvent int64) {
 		t.Helper()
 		settle(0)
 		h0, s0 := liveBytes()
 		g0 := runtime.NumGoroutine()
-		conns := make([]net.Conn, 0, n)
-		for range n {
-			conns = append(conns, open(via))
+		streams := make([]stream, 0, n)
+		for i := range n {
+			streams = append(streams, open(via, i))
 		}
 		settle(n)
 		h1, s1 := liveBytes()
 		g1 := runtime.NumGoroutine()
-		for _, c := range conns {
-			c.Close()
+		t.Logf("via egressd %v: heap %.1f KiB, stacks %.1f KiB per stream", via, float64(int64(h1)-int64(h0))/n/1024, float64(int64(s1)-int64(s0))/n/1024)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range events {
+			for i := range streams {
+				ticks[i] <- struct{}{}
+			}
+			for _, st := range streams {
+				_ = st.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				readEvent(t, st.body)
+			}
+		}
+		runtime.ReadMemStats(&m1)
+		for _, st := range streams {
+			st.c.Close()
 		}
 		settle(0)
-		t.Logf("via egressd %v: heap %.1f KiB, stacks %.1f KiB per stream", via, float64(int64(h1)-int64(h0))/n/1024, float64(int64(s1)-int64(s0))/n/1024)
-		return (int64(h1+s1) - int64(h0+s0)) / n, float64(g1-g0) / n
+		return (int64(h1+s1) - int64(h0+s0)) / n, float64(g1-g0) / n, int64(m1.TotalAlloc-m0.TotalAlloc) / (n * events)
 	}
 	// Warm-up: the leaf, the upstream's TLS session state, the pools.
-	open(true).Close()
-	open(false).Close()
-	direct, gDirect := cost(false)
-	via, gVia := cost(true)
+	open(true, 0).c.Close()
+	open(false, 0).c.Close()
+	direct, gDirect, evDirect := cost(false)
+	via, gVia, evVia := cost(true)
 	share := via - direct
 	t.Logf("per stream: via egressd %d B (%.1f goroutines), direct %d B (%.1f goroutines): egressd's share %.1f KiB, %.1f goroutines",
 		via, gVia, direct, gDirect, float64(share)/1024, gVia-gDirect)
+	t.Logf("allocated per event: via egressd %d B, direct %d B: egressd's share %d B", evVia, evDirect, evVia-evDirect)
+	if evVia-evDirect > maxEventBytes && !raceEnabled {
+		t.Errorf("egressd allocates %d B per event relayed, want at most %d", evVia-evDirect, maxEventBytes)
+	}
 	if share > maxStreamBytes {
 		t.Errorf("egressd holds %.1f KiB per waiting stream, want at most %d KiB", float64(share)/1024, maxStreamBytes>>10)
 	}
@@ -213,6 +246,20 @@ func TestStreamMemory(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Error("the secret is in the log")
+	}
+}
+
+// readEvent reads from body until an event's end (a blank line).
+func readEvent(t *testing.T, body io.Reader) {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, 1)
+	for !bytes.HasSuffix(got, []byte("\n\n")) {
+		k, err := body.Read(buf)
+		got = append(got, buf[:k]...)
+		if err != nil {
+			t.Fatalf("event: %q %v", got, err)
+		}
 	}
 }
 
