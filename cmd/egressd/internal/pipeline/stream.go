@@ -48,7 +48,7 @@ type Stream struct {
 	why    atomic.Value // string: what ended the exchange early (endIdle, endTotal, endClient)
 
 	// Buffers (streambuf.go): a waiting stream holds only small and keep.
-	small   []byte  // the stream's own upstream read buffer (smallRead bytes)
+	small   *[]byte // the stream's upstream read buffer (smallRead bytes, pooled)
 	big     *[]byte // a pooled read buffer, held while reads fill it
 	bulk    bool    // the last upstream read returned smallRead bytes or more
 	out     []byte  // scrubbed bytes not yet returned (out[off:])

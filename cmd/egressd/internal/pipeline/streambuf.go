@@ -8,17 +8,19 @@ import (
 // A streamed answer may wait minutes between pieces (an LLM thinking, an
 // SSE stream between events), and hundreds may be open at once, so what
 // a waiting stream holds is what they cost. A Stream reads its upstream
-// into a small buffer of its own (smallRead bytes: an SSE event arrives
-// whole in one read); only when a read fills that does the next read
-// take a bigRead buffer from the Pipeline's pool, kept while reads
-// return more than smallRead bytes (a bulk transfer) and given back
-// before the read after one that returned less. (A stream whose last
-// read returned more than smallRead bytes waits with the large buffer:
-// only a read can tell whether more is coming.) The
-// scrubbed bytes of a large piece go into a pooled buffer too, given
-// back once the caller has taken them. So a waiting stream holds
-// smallRead bytes and a small output slice, and a bulk transfer still
-// moves bigRead bytes a read.
+// into a small buffer (smallRead bytes: an SSE event arrives whole in
+// one read); only when a read fills that does the next read take a
+// bigRead buffer from the Pipeline's pool, kept while reads return more
+// than smallRead bytes (a bulk transfer) and given back before the read
+// after one that returned less. (A stream whose last read returned more
+// than smallRead bytes waits with the large buffer: only a read can tell
+// whether more is coming.) The scrubbed bytes of a large piece go into a
+// pooled buffer too, given back once the caller has taken them. So a
+// waiting stream holds smallRead bytes and a small output slice, and a
+// bulk transfer still moves bigRead bytes a read. Every buffer goes back
+// to its pool once the body has ended and been handed out (a stream
+// closed before that leaves its buffers to the collector: Close may run
+// while a read is under way).
 const (
 	// smallRead is the read buffer every open stream holds.
 	smallRead = 2 << 10
@@ -31,9 +33,11 @@ const (
 	keepOut = 4 << 10
 )
 
-// bufPool pools bigRead-byte buffers shared by every stream of a
-// Pipeline.
+// bufPool pools buffers of one size shared by every stream of a
+// Pipeline: bigRead bytes (bufs), or smallRead (smalls: a short answer's
+// read buffer is then not garbage once it has ended).
 type bufPool struct {
+	size  int
 	p     sync.Pool
 	out   atomic.Int64  // buffers taken and not given back (tests read it)
 	taken atomic.Uint64 // buffers ever taken
@@ -45,7 +49,7 @@ func (b *bufPool) get() *[]byte {
 	if v, ok := b.p.Get().(*[]byte); ok {
 		return v
 	}
-	buf := make([]byte, bigRead)
+	buf := make([]byte, b.size)
 	return &buf
 }
 
@@ -54,7 +58,7 @@ func (b *bufPool) put(v *[]byte) {
 		return
 	}
 	b.out.Add(-1)
-	*v = (*v)[:bigRead]
+	*v = (*v)[:b.size]
 	b.p.Put(v)
 }
 
@@ -74,9 +78,9 @@ func (st *Stream) readBuf() []byte {
 		return *st.big
 	}
 	if st.small == nil {
-		st.small = make([]byte, smallRead)
+		st.small = st.p.smalls.get()
 	}
-	return st.small
+	return *st.small
 }
 
 // outBuf returns the slice to append the scrubbed bytes of an n-byte
@@ -124,5 +128,6 @@ func (st *Stream) releaseAll() {
 		st.p.bufs.put(st.big)
 		st.big = nil
 	}
+	st.p.smalls.put(st.small)
 	st.small, st.keep = nil, nil
 }

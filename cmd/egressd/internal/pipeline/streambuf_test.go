@@ -93,8 +93,9 @@ func TestStreamBuffers(t *testing.T) {
 				got[i].Write(piece)
 			}
 			// Every stream now waits for its next event: none holds a
-			// pooled buffer (each read into its own small one).
+			// large buffer, each its small one.
 			is.Equal(f.p.bufs.taken.Load(), uint64(0))
+			is.Equal(f.p.smalls.out.Load(), int64(streams))
 			waitNoneOut(t, &f.p.bufs)
 
 			// The bulk pieces of all streams at once, through one pool.
@@ -147,6 +148,7 @@ func TestStreamBuffers(t *testing.T) {
 				<-done[i]
 			}
 			is.Equal(f.p.bufs.out.Load(), int64(0)) // and at the end
+			is.Equal(f.p.smalls.out.Load(), int64(0))
 			for i := range sts {
 				want := "data: a\n\n" + blob(i, "") + "data: b\n\n" // no value to echo
 				if tc.creds {

@@ -200,14 +200,18 @@ func TestStreamMemory(t *testing.T) {
 		settle(0)
 		h0, s0 := liveBytes()
 		g0 := runtime.NumGoroutine()
+		var a0, a1 runtime.MemStats
+		runtime.ReadMemStats(&a0)
 		streams := make([]stream, 0, n)
 		for i := range n {
 			streams = append(streams, open(via, i))
 		}
 		settle(n)
+		runtime.ReadMemStats(&a1)
 		h1, s1 := liveBytes()
 		g1 := runtime.NumGoroutine()
-		t.Logf("via egressd %v: heap %.1f KiB, stacks %.1f KiB per stream", via, float64(int64(h1)-int64(h0))/n/1024, float64(int64(s1)-int64(s0))/n/1024)
+		t.Logf("via egressd %v: heap %.1f KiB, stacks %.1f KiB per stream; %.1f KiB allocated to open one", via,
+			float64(int64(h1)-int64(h0))/n/1024, float64(int64(s1)-int64(s0))/n/1024, float64(a1.TotalAlloc-a0.TotalAlloc)/n/1024)
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		for range events {
