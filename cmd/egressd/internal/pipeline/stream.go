@@ -22,8 +22,9 @@ import (
 // Stream is an upstream answer on its way to the caller: the status and
 // the sanitized header at once, the body as it arrives, scrubbed (Read).
 // The caller must Close it; the after record, the decision line and the
-// bundle's byte counts are written then. Read and Close may be called
-// from different goroutines, but Read from one at a time.
+// bundle's byte counts are written then. Read (or Next) and Close may be
+// called from different goroutines, but Read and Next from one at a
+// time.
 type Stream struct {
 	// Status is the upstream's status code.
 	Status int
