@@ -73,10 +73,12 @@ type Config struct {
 
 // Pipeline runs requests through the steps. Create with New.
 type Pipeline struct {
-	cfg   Config
-	scan  scan.Scanner
-	strip map[string]bool
-	auth  request.Authorities // canonical hosts of the authorities seen
+	cfg    Config
+	scan   scan.Scanner
+	strip  map[string]bool
+	auth   request.Authorities // canonical hosts of the authorities seen
+	bufs   bufPool             // streamed bodies' large buffers (streambuf.go)
+	smalls bufPool             // and their small read buffers
 }
 
 // New returns a Pipeline.
@@ -91,6 +93,7 @@ func New(cfg Config) *Pipeline {
 		cfg.UserAgent = "hostkit-egressd"
 	}
 	p := &Pipeline{cfg: cfg, strip: map[string]bool{}}
+	p.bufs.size, p.smalls.size = bigRead, smallRead
 	p.scan = scan.Scanner{Scrubber: cfg.Registry.Scrubber(), Holds: cfg.Registry.Holds, HoldsString: cfg.Registry.HoldsString}
 	for _, h := range cfg.StripResponse {
 		p.strip[canonical(h)] = true

@@ -22,8 +22,9 @@ import (
 // Stream is an upstream answer on its way to the caller: the status and
 // the sanitized header at once, the body as it arrives, scrubbed (Read).
 // The caller must Close it; the after record, the decision line and the
-// bundle's byte counts are written then. Read and Close may be called
-// from different goroutines, but Read from one at a time.
+// bundle's byte counts are written then. Read (or Next) and Close may be
+// called from different goroutines, but Read and Next from one at a
+// time.
 type Stream struct {
 	// Status is the upstream's status code.
 	Status int
@@ -48,9 +49,15 @@ type Stream struct {
 	total  *time.Timer  // TotalTimeout (nil: none)
 	why    atomic.Value // string: what ended the exchange early (endIdle, endTotal, endClient)
 
-	buf     []byte // upstream reads
-	out     []byte // scrubbed bytes not yet returned
+	// Buffers (streambuf.go): a waiting stream holds only small and keep.
+	small   *[]byte // the stream's upstream read buffer (smallRead bytes, pooled)
+	big     *[]byte // a pooled read buffer, held while reads fill it
+	bulk    bool    // the last upstream read returned smallRead bytes or more
+	out     []byte  // scrubbed bytes not yet returned (out[off:])
 	off     int
+	outPool *[]byte // the pooled buffer out was built in, or nil
+	keep    []byte  // the stream's own output slice, for small pieces
+
 	err     error // the terminal error Read returns once out is drained (io.EOF at a clean end)
 	n       int64 // decoded upstream body bytes read
 	trailer []request.Field
@@ -167,7 +174,6 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 		return nil, err
 	}
 	st.sc = p.NewScrubber()
-	st.buf = make([]byte, streamBuf)
 	if p.cfg.IdleTimeout > 0 && st.conn == nil { // a relay over an upgraded connection keeps its own
 		st.idle = time.AfterFunc(p.cfg.IdleTimeout, func() { st.end(endIdle) })
 	}
@@ -238,11 +244,6 @@ func (st *Stream) End(why string, err error) {
 		st.fail(err)
 	}
 }
-
-// streamBuf is the size of one upstream read of a streamed body: large
-// enough for a bulk transfer to move in few reads, and a read returns
-// what has arrived, so a small event is not kept waiting for more.
-const streamBuf = 32 << 10
 
 // prepare runs the steps before routing: the bundle, validation, the
 // host scans, credential resolution, policy and the request scan.
@@ -324,15 +325,49 @@ func (st *Stream) fail(err error) {
 // egress.response_too_large (past -max-response-body), egress.timeout
 // (idle or total timeout), egress.upstream_error.
 func (st *Stream) Read(p []byte) (int, error) {
-	for st.off == len(st.out) {
-		if st.err != nil {
-			return 0, st.err
-		}
-		st.out, st.off = st.out[:0], 0
-		st.fill()
+	if err := st.more(); err != nil {
+		return 0, err
 	}
 	n := copy(p, st.out[st.off:])
 	st.off += n
+	st.count(n)
+	return n, nil
+}
+
+// Next returns the next piece of the scrubbed body as the upstream
+// released it, at least one byte, or Read's errors (io.EOF at the end)
+// with no bytes. The piece is the Stream's: it stays valid until the next
+// call to Next or Read, and the caller writes it out without a buffer of
+// its own (a piece is at most 32 KiB read from the upstream, plus what
+// the scrubber held back or put in place of a value). It counts as Read
+// counts. Next and Read may be mixed, from one goroutine at a time.
+func (st *Stream) Next() ([]byte, error) {
+	if err := st.more(); err != nil {
+		return nil, err
+	}
+	b := st.out[st.off:]
+	st.off = len(st.out)
+	st.count(len(b))
+	return b, nil
+}
+
+// more makes st.out[st.off:] hold at least one byte, or returns the
+// terminal error once the body is all handed out (the stream's buffers
+// go back to the pool then).
+func (st *Stream) more() error {
+	for st.off == len(st.out) {
+		if st.err != nil {
+			st.releaseAll()
+			return st.err
+		}
+		st.fill()
+	}
+	return nil
+}
+
+// count adds n bytes handed out to bytes_in and the bundle's inbound
+// bytes.
+func (st *Stream) count(n int) {
 	if st.idle != nil && n > 0 {
 		// Bytes handed to a slow client move too: an answer that
 		// arrived fast and drains slowly is not idle.
@@ -340,12 +375,12 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	st.d.bytesIn += uint64(n)
 	st.b.AddIngress(uint64(n))
-	return n, nil
 }
 
 // fill reads once from the upstream and scrubs what arrived into st.out,
-// or sets st.err.
+// or sets st.err. st.out has been handed out whole.
 func (st *Stream) fill() {
+	st.releaseOut()
 	if !BodyAllowed(st.Status) || (st.resp.Request != nil && st.resp.Request.Method == http.MethodHead) {
 		st.err = io.EOF
 		return
@@ -358,7 +393,10 @@ func (st *Stream) fill() {
 		}
 		st.src = zr
 	}
-	n, err := st.src.Read(st.buf)
+	rb := st.readBuf()
+	n, err := st.src.Read(rb)
+	st.bulk = n >= smallRead
+	out := st.outBuf(n)
 	if n > 0 {
 		if st.idle != nil {
 			st.idle.Reset(st.p.cfg.IdleTimeout)
@@ -370,7 +408,9 @@ func (st *Stream) fill() {
 			return
 		}
 		var serr error
-		if st.out, serr = st.sc.Next(st.out, st.buf[:n]); serr != nil {
+		out, serr = st.sc.Next(out, rb[:n])
+		st.scrubbed(out, rb[:n])
+		if serr != nil {
 			st.abort(errEcho())
 			return
 		}
@@ -378,7 +418,9 @@ func (st *Stream) fill() {
 	switch {
 	case err == io.EOF:
 		var serr error
-		if st.out, serr = st.sc.Close(st.out); serr != nil {
+		out, serr = st.sc.Close(st.out)
+		st.scrubbed(out, rb[:n])
+		if serr != nil {
 			st.abort(errEcho())
 			return
 		}

@@ -25,8 +25,9 @@ import (
 type conn struct {
 	s      *Server
 	c      net.Conn
-	br     *bufio.Reader // grows for a head larger than its buffer (readHead)
-	bw     *bufio.Writer
+	br     *bufio.Reader // pooled (bufs.go); grows for a large head (readHead); nil while unused
+	bw     *bufio.Writer // pooled: taken by w, given back by flush
+	ahead  ahead         // what br reads: c, after a byte the client watch read
 	via    string
 	actor  audit.Actor
 	tunnel *tunnel
@@ -106,7 +107,9 @@ func newTunnel(b *bundle.Bundle, host string, port uint16) *tunnel {
 func (t *tunnel) authority() string { return t.auth }
 
 func newConn(s *Server, c net.Conn, via string, actor audit.Actor) *conn {
-	return &conn{s: s, c: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10), via: via, actor: actor}
+	cn := &conn{s: s, c: c, via: via, actor: actor}
+	cn.ahead.c = c
+	return cn
 }
 
 // serve reads requests until the client closes, a timeout, an error or a
@@ -114,6 +117,8 @@ func newConn(s *Server, c net.Conn, via string, actor audit.Actor) *conn {
 // request line arrived is answered before the connection closes.
 func (c *conn) serve() {
 	cfg := &c.s.cfg
+	c.br = c.s.bufs.reader(&c.ahead)
+	defer c.releaseBufs()
 	for first := true; ; first = false {
 		wait := cfg.IdleTimeout
 		if first && c.tunnel == nil {
@@ -412,8 +417,8 @@ func (s *Server) readBody(req *http.Request, progress func(), cont func() error)
 // continue100 writes "100 Continue" (RFC 9110 section 15.2.1).
 func (c *conn) continue100() error {
 	c.writeBy(c.s.cfg.ExchangeIdle)
-	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-	return c.bw.Flush()
+	c.w().WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	return c.flush()
 }
 
 // expectsContinue reports whether req asks for a 100 (Continue) before
@@ -518,6 +523,6 @@ func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
 // write sends one response with writeResponse and one flush.
 func (c *conn) write(method string, status int, header []request.Field, body []byte, closeAfter bool) bool {
 	c.writeBy(c.s.cfg.ExchangeIdle)
-	writeResponse(c.bw, method, status, header, body, closeAfter)
-	return c.bw.Flush() == nil
+	writeResponse(c.w(), method, status, header, body, closeAfter)
+	return c.flush() == nil
 }

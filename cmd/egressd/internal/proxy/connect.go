@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -107,10 +106,8 @@ func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
 // RFC 9110 §9.3.6).
 func (c *conn) established() bool {
 	c.writeBy(c.s.cfg.ExchangeIdle)
-	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return false
-	}
-	return c.bw.Flush() == nil
+	c.w().WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	return c.flush() == nil
 }
 
 // intercept terminates TLS with a leaf for the CONNECT host and serves the
@@ -128,7 +125,11 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 		return
 	}
 	var refused error // the server name's refusal, when it had one
-	tc := tls.Server(&bufConn{Conn: c.c, r: c.br}, &tls.Config{
+	// The TLS layer reads the socket (after what c's reader holds); c
+	// reads nothing more.
+	raw := &bufConn{Conn: c.c, r: c.br, pool: &c.s.bufs}
+	c.br = nil
+	tc := tls.Server(raw, &tls.Config{
 		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			if refused = c.checkServerName(t, hello.ServerName); refused != nil {
@@ -138,7 +139,13 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 		},
 	})
 	c.setDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
-	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+	// The handshake runs on a goroutine of its own: its key exchange and
+	// signature grow a stack to tens of KiB, and on the goroutine that
+	// then serves the tunnel (for as long as its streams stay open) that
+	// stack would stay until collections shrank it, one halving each.
+	hs := make(chan error, 1)
+	go func() { hs <- tc.HandshakeContext(c.s.ctx) }()
+	if err := <-hs; err != nil {
 		if refused != nil {
 			c.recordRefusal(t.b, refused, OpConnect, map[string]any{pipeline.KeyOrigin: t.authority(), "mode": "intercept"})
 			return
@@ -189,15 +196,6 @@ func (c *conn) checkServerName(t *tunnel, name string) error {
 	return nil
 }
 
-// bufConn reads through the outer connection's buffer, which may already
-// hold the client's first TLS bytes.
-type bufConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
-
 // tunnelRecord writes the audit record of an accepted CONNECT.
 func (c *conn) tunnelRecord(t *tunnel, mode string, r transport.Route, outcome audit.Outcome, extra map[string]any) {
 	f := map[string]any{pipeline.KeyInvocation: t.b.Invocation, pipeline.KeyOrigin: t.authority(), "mode": mode,
@@ -237,8 +235,10 @@ func (c *conn) opaque(t *tunnel, r transport.Route) {
 	var out, in atomic.Uint64
 	var wg sync.WaitGroup
 	idle := c.s.cfg.IdleTimeout
+	raw := &bufConn{Conn: c.c, r: c.br, pool: &c.s.bufs}
+	c.br = nil
 	wg.Go(func() {
-		pipe(up, &bufConn{Conn: c.c, r: c.br}, c.c, idle, &last, func(n int) { out.Add(uint64(n)); t.b.AddBytes(uint64(n)) })
+		pipe(up, raw, c.c, idle, &last, func(n int) { out.Add(uint64(n)); t.b.AddBytes(uint64(n)) })
 	})
 	wg.Go(func() { pipe(c.c, up, up, idle, &last, func(n int) { in.Add(uint64(n)) }) })
 	// A dropped bundle reaches nothing, open tunnels included.

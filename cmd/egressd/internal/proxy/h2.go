@@ -128,14 +128,13 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 // grants the stream no flow-control window resets it then, as a client
 // that stops reading ends an HTTP/1.1 answer.
 func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream, idle time.Duration) {
-	buf := make([]byte, 32<<10)
 	var (
-		n   int
-		err error
+		piece []byte // the pipeline's (Stream.Next): no buffer of its own
+		err   error
 	)
 	hasBody := req.Method != http.MethodHead && pipeline.BodyAllowed(st.Status)
 	if hasBody {
-		if n, err = st.Read(buf); n == 0 && err != nil && err != io.EOF {
+		if piece, err = st.Next(); len(piece) == 0 && err != nil && err != io.EOF {
 			writeRefusal(w, "", err)
 			return
 		}
@@ -151,9 +150,9 @@ func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream, idl
 		return
 	}
 	for {
-		if n > 0 {
+		if len(piece) > 0 {
 			_ = rc.SetWriteDeadline(time.Now().Add(idle))
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := w.Write(piece); werr != nil {
 				st.Fail(clientGone(werr))
 				return
 			}
@@ -171,7 +170,7 @@ func streamH2(w http.ResponseWriter, req *http.Request, st *pipeline.Stream, idl
 		if err != nil {
 			panic(http.ErrAbortHandler) // RST_STREAM: never a clean end
 		}
-		n, err = st.Read(buf)
+		piece, err = st.Next()
 	}
 }
 

@@ -151,7 +151,8 @@ var (
 // without consuming it (http.ReadRequest reads it next). It reports
 // whether a line had arrived (a refusal is then answered; before it, a
 // connection that ends or times out is closed silently). The head may be
-// larger than c.br's buffer: c.br then grows (once) to hold limit bytes.
+// larger than c.br's buffer: c.br then grows, doubling, to hold up to
+// limit bytes.
 // Errors: errHeadTooLarge (none within limit bytes), errHeadCut (EOF after
 // some bytes), checkHead's and headEnd's, or the read error.
 func (c *conn) readHead(limit int) (head, bool, error) {
@@ -171,7 +172,7 @@ func (c *conn) readHead(limit int) (head, bool, error) {
 		case len(p) >= limit:
 			return head{}, true, errHeadTooLarge
 		case errors.Is(err, bufio.ErrBufferFull):
-			c.growReader(limit + 4)
+			c.growReader(min(2*c.br.Size(), limit+4))
 			continue
 		case errors.Is(err, io.EOF) && len(p) > 0:
 			return head{}, line, errHeadCut
@@ -187,5 +188,7 @@ func (c *conn) readHead(limit int) (head, bool, error) {
 // what c.br holds.
 func (c *conn) growReader(size int) {
 	held, _ := c.br.Peek(c.br.Buffered())
-	c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), c.c), size)
+	old := c.br
+	c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), &c.ahead), size)
+	c.s.bufs.putReader(old)
 }

@@ -101,6 +101,7 @@ type Server struct {
 	budget         *budget       // request body bytes held (BufferBudget)
 	authAudit      *rate.Limiter // failed authentications' audit records
 	authSuppressed atomic.Uint64 // failures not audited since the last record
+	bufs           bufPools      // connections' readers and writers (bufs.go)
 
 	mu        sync.Mutex
 	closed    bool

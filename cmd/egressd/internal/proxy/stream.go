@@ -23,24 +23,42 @@ var aLongTimeAgo = time.Unix(1, 0)
 // as net/http's server does: when the client closes or resets its
 // connection, cancel is called with pipeline.ErrClientGone, which ends
 // the upstream request at once (a generation nobody waits for does not
-// run on). A pipelined next request is left in c.br unread. stop ends
-// the watch and leaves c's read deadline unset for the next readBy.
+// run on). A pipelined next request is left unread: in c.br when it was
+// buffered already, else as the one byte the watch read (c.ahead). In
+// that case, the usual one (a client waits for its answer), c.br goes
+// back to the pool while the watch runs: a stream that waits for its
+// next event holds no reader. stop ends the watch, gives c a reader
+// again and leaves c's read deadline unset for the next readBy.
 func (c *conn) watchClient(cancel context.CancelCauseFunc) (stop func()) {
 	c.rdl = time.Time{}
 	_ = c.c.SetReadDeadline(time.Time{})
 	done := make(chan struct{})
 	var stopping atomic.Bool
-	go func() {
-		defer close(done)
-		if _, err := c.br.Peek(1); err != nil && !stopping.Load() {
-			cancel(pipeline.ErrClientGone)
-		}
-	}()
+	if c.br.Buffered() > 0 {
+		// Bytes of a next request arrived already: the client is there.
+		// (Peek returns at once; nothing is watched, as before.)
+		close(done)
+	} else {
+		c.s.bufs.putReader(c.br)
+		c.br = nil
+		a := &c.ahead
+		go func() {
+			defer close(done)
+			n, err := a.c.Read(a.b[:])
+			a.has = n > 0
+			if n == 0 && err != nil && !stopping.Load() {
+				cancel(pipeline.ErrClientGone)
+			}
+		}()
+	}
 	return func() {
 		stopping.Store(true)
 		_ = c.c.SetReadDeadline(aLongTimeAgo)
 		<-done
 		c.rdl = aLongTimeAgo // the next readBy sets a real one
+		if c.br == nil {
+			c.br = c.s.bufs.reader(&c.ahead)
+		}
 	}
 }
 
@@ -60,16 +78,19 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 	hasBody := req.Method != http.MethodHead && pipeline.BodyAllowed(st.Status)
 	chunked := hasBody && req.ProtoAtLeast(1, 1)
 	closeAfter := req.Close || (hasBody && !chunked)
+	// No buffer of its own: each piece is the pipeline's (Stream.Next),
+	// written through a pooled writer given back after each flush, so a
+	// stream waiting for its next event holds only what the pipeline
+	// keeps for it.
 	var (
-		buf = make([]byte, 32<<10)
-		n   int
-		err error
+		piece []byte
+		err   error
 	)
 	if hasBody {
 		// The head waits for the first piece of the body: an answer the
 		// pipeline cuts off before any of it was released is refused
 		// whole, with its code, instead of ending early.
-		if n, err = st.Read(buf); n == 0 && err != nil && err != io.EOF {
+		if piece, err = st.Next(); len(piece) == 0 && err != nil && err != io.EOF {
 			if wire.CodeOf(err) == egressdapi.CodeClientClosed {
 				return false
 			}
@@ -78,9 +99,9 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 		}
 	}
 	c.writeBy(idle)
-	writeStreamHead(c.bw, st.Status, st.Header, closeAfter, chunked)
+	writeStreamHead(c.w(), st.Status, st.Header, closeAfter, chunked)
 	if !hasBody {
-		if ferr := c.bw.Flush(); ferr != nil {
+		if ferr := c.flush(); ferr != nil {
 			st.Fail(clientGone(ferr))
 			return false
 		}
@@ -88,25 +109,26 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 		return !closeAfter
 	}
 	for {
-		if n > 0 {
+		bw := c.w()
+		if len(piece) > 0 {
 			c.writeBy(idle)
 			if chunked {
-				c.bw.Write(strconv.AppendInt(c.bw.AvailableBuffer(), int64(n), 16))
-				c.bw.WriteString("\r\n")
-				c.bw.Write(buf[:n])
-				c.bw.WriteString("\r\n")
+				bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(piece)), 16))
+				bw.WriteString("\r\n")
+				bw.Write(piece)
+				bw.WriteString("\r\n")
 			} else {
-				c.bw.Write(buf[:n])
+				bw.Write(piece)
 			}
 		}
 		if err == io.EOF {
 			if chunked {
-				c.bw.WriteString("0\r\n")
-				writeFields(c.bw, st.Trailer())
-				c.bw.WriteString("\r\n")
+				bw.WriteString("0\r\n")
+				writeFields(bw, st.Trailer())
+				bw.WriteString("\r\n")
 			}
 		}
-		if ferr := c.bw.Flush(); ferr != nil {
+		if ferr := c.flush(); ferr != nil {
 			st.Fail(clientGone(ferr))
 			return false
 		}
@@ -118,7 +140,7 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 			// closes (the pipeline audited why).
 			return false
 		}
-		n, err = st.Read(buf)
+		piece, err = st.Next()
 	}
 }
 

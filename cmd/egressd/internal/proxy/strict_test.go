@@ -156,8 +156,8 @@ func TestProxyFaceTimeouts(t *testing.T) {
 }
 
 // TestReadHeadGrows: a head larger than the connection's read buffer
-// (16 KiB) but within MaxHeaderBytes is read whole; one over the limit is
-// 413.
+// (4 KiB, grown by doubling) but within MaxHeaderBytes is read whole; one
+// over the limit is 413.
 func TestReadHeadGrows(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -61,11 +61,12 @@ func (c *conn) websocket(st *pipeline.Stream) bool {
 	defer st.Close()
 	up := st.Upgraded()
 	c.writeBy(c.s.cfg.ExchangeIdle)
-	writeStatusLine(c.bw, http.StatusSwitchingProtocols)
-	c.bw.WriteString("Connection: Upgrade\r\nUpgrade: websocket\r\n")
-	writeFields(c.bw, st.Header)
-	c.bw.WriteString("\r\n")
-	if err := c.bw.Flush(); err != nil {
+	bw := c.w()
+	writeStatusLine(bw, http.StatusSwitchingProtocols)
+	bw.WriteString("Connection: Upgrade\r\nUpgrade: websocket\r\n")
+	writeFields(bw, st.Header)
+	bw.WriteString("\r\n")
+	if err := c.flush(); err != nil {
 		up.Close()
 		st.End(wsClientGone, clientGone(err))
 		return false
@@ -444,9 +445,10 @@ func (r *wsRelay) writeClientFrame(h wsframe.Header, p []byte) bool {
 	defer r.clMu.Unlock()
 	h.Length = int64(len(p))
 	r.c.writeBy(r.c.s.cfg.ExchangeIdle)
-	r.c.bw.Write(wsframe.AppendHeader(r.c.bw.AvailableBuffer(), h))
-	r.c.bw.Write(p)
-	if err := r.c.bw.Flush(); err != nil {
+	bw := r.c.w()
+	bw.Write(wsframe.AppendHeader(bw.AvailableBuffer(), h))
+	bw.Write(p)
+	if err := r.c.flush(); err != nil {
 		go r.end(wsClientGone, clientGone(err), 0)
 		return false
 	}
