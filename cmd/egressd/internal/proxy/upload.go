@@ -141,10 +141,11 @@ func (w *interim) relay(status int, header []request.Field) {
 	}
 	w.sent = w.sent || status == http.StatusContinue
 	w.c.writeBy(w.c.s.cfg.ExchangeIdle)
-	writeStatusLine(w.c.bw, status)
-	writeFields(w.c.bw, header)
-	w.c.bw.WriteString("\r\n")
-	_ = w.c.bw.Flush() // a client gone shows on the final answer
+	bw := w.c.w()
+	writeStatusLine(bw, status)
+	writeFields(bw, header)
+	bw.WriteString("\r\n")
+	_ = w.c.flush() // a client gone shows on the final answer
 }
 
 // proceed writes egressd's own 100 (Continue) when none went yet.
