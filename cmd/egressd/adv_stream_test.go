@@ -664,23 +664,48 @@ func TestAdvLongStreamsStarveOthers(t *testing.T) {
 // message's end, so the client reassembled the key from the two. What
 // the client receives of all messages (and of all control frames) is
 // now also read as one text: the message that completes the key closes
-// the client with 1008 before it.
+// the client with 1008 before it. (A message that ends with 4 or more
+// bytes of the key has them replaced at its end, so the split here is
+// after 3.)
 func TestAdvWSValueSplitAcrossMessages(t *testing.T) {
+	t.Parallel()
+	for _, ctl := range []bool{false, true} {
+		t.Run(fmt.Sprintf("control=%v", ctl), func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			op := byte(wsframe.OpText)
+			if ctl {
+				op = wsframe.OpPing
+			}
+			a := newAdvWS(t, func(p *wsPeer) {
+				p.send(true, op, []byte("key="+canary[:3]))
+				p.send(true, op, []byte(canary[3:]))
+				p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+				time.Sleep(200 * time.Millisecond)
+			})
+			c := a.dialWS(t, "/ws")
+			got, code := c.recvAll(5 * time.Second)
+			is.True(!strings.Contains(got, canary[3:])) // the message that completes the key never leaves
+			is.Equal(code, uint16(wsframe.ClosePolicy))
+			is.True(waitAudit(t, a.eg, `"ended_by":"echo"`))
+		})
+	}
+}
+
+// TestAdvWSPrefixEndsAMessage: an upstream message that ends with most
+// of the key reaches the client with that part replaced.
+func TestAdvWSPrefixEndsAMessage(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	a := newAdvWS(t, func(p *wsPeer) {
-		p.send(true, wsframe.OpText, []byte("key="+canary[:10]))
-		p.send(true, wsframe.OpText, []byte(canary[10:]))
-		p.send(true, wsframe.OpPing, []byte(canary[:10]))
-		p.send(true, wsframe.OpPing, []byte(canary[10:]))
+		p.send(true, wsframe.OpText, []byte("key="+canary[:len(canary)-1]))
 		p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
 		time.Sleep(200 * time.Millisecond)
 	})
 	c := a.dialWS(t, "/ws")
-	got, code := c.recvAll(5 * time.Second)
-	is.True(!strings.Contains(got, canary)) // the key, reassembled from two messages (or two pings)
-	is.Equal(code, uint16(wsframe.ClosePolicy))
-	is.True(waitAudit(t, a.eg, `"ended_by":"echo"`))
+	got, _ := c.recvAll(5 * time.Second)
+	is.True(strings.Contains(got, "key=[REDACTED]"))
+	is.True(!strings.Contains(got, canary[:4]))
 }
 
 // TestWSClientValueSplit: a client that sends a held value or a
@@ -779,4 +804,34 @@ func TestWSClientValueSplit(t *testing.T) {
 	is := is.New(t)
 	is.True(waitAudit(t, a.eg, `"ended_by":"policy"`))
 	checkNoCanary(t, a.eg.stderr.String()+a.eg.auditLog(t))
+}
+
+// TestAdvStreamProperPrefixAtEnd: an answer that ends with the key minus
+// its last character (a destination that truncates an echo) would hand
+// the client all but one character, guessed in a few dozen tries; the
+// tail is replaced at the answer's end instead, and text after a prefix
+// shows that one followed by more text is not.
+func TestAdvStreamProperPrefixAtEnd(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+canary {
+			return
+		}
+		io.WriteString(w, "your key: "+canary[:len(canary)-1])
+		if r.URL.Path == "/prefix-then-text" {
+			io.WriteString(w, " and more")
+		}
+	})
+	for _, tt := range []struct{ path, want string }{
+		{"/prefix", "your key: [REDACTED]"},
+		{"/prefix-then-text", "your key: " + canary[:len(canary)-1] + " and more"},
+	} {
+		resp, err := f.get(t, f.client(t), tt.path)
+		is.NoErr(err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		is.NoErr(err)
+		is.Equal(string(b), tt.want)
+	}
 }

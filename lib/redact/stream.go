@@ -121,7 +121,9 @@ func overlaps(dst, p []byte) bool {
 }
 
 // Close ends the body and appends to dst the rest of it, or, when the
-// end completes an echo, the text before it and ErrEcho.
+// end completes an echo, the text before it and ErrEcho. A rest that
+// ends with a proper prefix of a form of a held value, MinTailPrefix
+// bytes or longer, ends with Redacted instead (ScrubBody).
 func (st *Stream) Close(dst []byte) ([]byte, error) {
 	if st.err != nil {
 		return dst, st.err
@@ -137,7 +139,17 @@ func (st *Stream) Close(dst []byte) ([]byte, error) {
 	st.r.out = append(dst, st.out...)
 	st.r.run(nil, true)
 	dst, st.r.out = st.r.out, nil
-	return st.forward(dst, start, true)
+	dst, err := st.forward(dst, start, true)
+	if err != nil {
+		return dst, err
+	}
+	// The hold-back rule kept the longest suffix that is a proper prefix
+	// of a form, so it is all here: at the body's end it is replaced as
+	// ScrubBody replaces it.
+	if k := st.r.m.tailPrefix(dst[start:]); k > 0 {
+		dst = append(dst[:len(dst)-k], Redacted...)
+	}
+	return dst, nil
 }
 
 // Held returns how many bytes of text the stream holds back now: read

@@ -38,6 +38,8 @@ func newStreamOracle(s *Scrubber, text []byte) *streamOracle {
 	o := &streamOracle{s: s, text: text, want: want, echo: s.ContainsDecoded(want)}
 	if o.echo {
 		o.cut, o.cutErr = echoCut(s, text, want)
+	} else {
+		o.want = s.ScrubBody(text)
 	}
 	return o
 }

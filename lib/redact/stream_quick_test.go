@@ -126,7 +126,7 @@ func quickEdges(forms []string) [][]byte {
 
 // TestStreamQuickEdges: the texts of quickEdges for each set of values,
 // cut at every offset (a form that begins right at a piece's start, an
-// escape cut in two), give what ScrubBytes gives (or ErrEcho where
+// escape cut in two), give what ScrubBody gives (or ErrEcho where
 // ContainsDecoded finds an echo), and the same as the long way.
 func TestStreamQuickEdges(t *testing.T) {
 	t.Parallel()
@@ -212,7 +212,7 @@ func TestStreamInPlace(t *testing.T) {
 	is := is.New(t)
 	s := scrubberOf(streamValues)
 	text := []byte("data: s3cr3tvalue-0123 \\u00e9 73:33:63 s3cr3tval")
-	want := s.ScrubBytes(text)
+	want := s.ScrubBody(text)
 	st := s.NewStream()
 	buf := make([]byte, 0, 4*len(text))
 	var out []byte

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -59,7 +60,7 @@ func scrubberOf(vs []string) *Scrubber {
 // TestStreamOracle: random texts of held values in every form, in noise
 // that starts escapes, breaks lines, looks like hex and overlaps the
 // marker, each cut at every offset into two pieces, at random into three
-// and into many, and into single bytes, give exactly what ScrubBytes
+// and into many, and into single bytes, give exactly what ScrubBody
 // gives, or ErrEcho before the echo when ContainsDecoded finds one in
 // that.
 func TestStreamOracle(t *testing.T) {
@@ -328,4 +329,46 @@ func TestStreamLongValue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStreamTailPrefix: a body that ends with a proper prefix of a form
+// of a held value, MinTailPrefix bytes or longer, ends with Redacted
+// instead, whole or in pieces; a shorter tail, or one that more text
+// follows, goes out as it is.
+func TestStreamTailPrefix(t *testing.T) {
+	t.Parallel()
+	value := "s3cr3tvalue-0123"
+	s := scrubberOf([]string{value})
+	hexed := fmt.Sprintf("%x", value)
+	for _, tt := range []struct {
+		name, text, want string
+	}{
+		{"all but the last byte", "key: " + value[:len(value)-1], "key: " + Redacted},
+		{"the shortest replaced", "key: " + value[:MinTailPrefix], "key: " + Redacted},
+		{"too short to replace", "key: " + value[:MinTailPrefix-1], "key: " + value[:MinTailPrefix-1]},
+		{"a prefix with text after it", "key: " + value[:8] + " and more", "key: " + value[:8] + " and more"},
+		{"the whole value", "key: " + value, "key: " + Redacted},
+		{"a prefix of the hex form", "hex " + hexed[:20], "hex " + Redacted},
+		{"after a replaced value", value + " " + value[:6], Redacted + " " + Redacted},
+		{"nothing held", "plain text", "plain text"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			is.Equal(string(s.ScrubBody([]byte(tt.text))), tt.want)
+			for i := 0; i <= len(tt.text); i++ {
+				st := s.NewStream()
+				out, err := st.Next(nil, []byte(tt.text[:i]))
+				is.NoErr(err)
+				out, err = st.Next(out, []byte(tt.text[i:]))
+				is.NoErr(err)
+				out, err = st.Close(out)
+				is.NoErr(err)
+				is.Equal(string(out), tt.want) // cut at i
+			}
+		})
+	}
+	// ScrubBody never writes into the caller's body.
+	body := []byte("key: " + value[:10])
+	_ = s.ScrubBody(body)
+	is.New(t).Equal(string(body), "key: "+value[:10])
 }

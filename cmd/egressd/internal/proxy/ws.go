@@ -336,7 +336,7 @@ func (r *wsRelay) fromUpstream() {
 				return
 			}
 			r.touch()
-			p = scrub.ScrubBytes(p)
+			p = scrub.ScrubBody(p) // a whole message: its tail as an answer's
 			if _, hit := crossCtl.Next(p); hit || scrub.ContainsDecoded(p) || len(p) > wsframe.MaxControlPayload {
 				r.end(wsEcho, wire.Errorf(egressdapi.CodeResponseAborted, "an upstream control frame holds a credential value"), wsframe.ClosePolicy)
 				return
