@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -71,7 +72,7 @@ func (c *conn) websocket(st *pipeline.Stream) bool {
 		st.End(wsClientGone, clientGone(err))
 		return false
 	}
-	r := &wsRelay{c: c, st: st, up: up, upr: bufio.NewReaderSize(up, 16<<10)}
+	r := &wsRelay{c: c, st: st, up: up, upr: bufio.NewReaderSize(up, 16<<10), lingered: make(chan struct{})}
 	r.run()
 	return false
 }
@@ -85,8 +86,12 @@ type wsRelay struct {
 
 	upMu, clMu sync.Mutex // writes to the upstream, to the client
 	once       sync.Once
-	lastMu     sync.Mutex
-	last       time.Time // the last byte either way (idle)
+	// lingering is set when end half-closed the client's connection;
+	// lingered is closed when it closed it after clientLinger.
+	lingering atomic.Bool
+	lingered  chan struct{}
+	lastMu    sync.Mutex
+	last      time.Time // the last byte either way (idle)
 }
 
 // run copies both ways until both directions end, then closes both
@@ -103,6 +108,9 @@ func (r *wsRelay) run() {
 	<-done
 	stopIdle()
 	r.up.Close()
+	if r.lingering.Load() {
+		<-r.lingered // the caller closes the connection: not before
+	}
 }
 
 func (r *wsRelay) touch() {
@@ -150,6 +158,13 @@ func (r *wsRelay) watchIdle() (stop func()) {
 // frame before it closes the connection anyway.
 const upCloseGrace = time.Second
 
+// clientLinger is how long end keeps the client's connection open for
+// reading after its close frame: a client still sending (the rest of a
+// message egressd refused) would otherwise meet a reset that can discard
+// the close frame before it reads it (RFC 6455 section 7.1.1 has the
+// server close the TCP connection after the closing handshake).
+const clientLinger = time.Second
+
 // end closes both sides, once: a close frame with code to each (the
 // upstream's masked, as a client's must be), then the connections, and
 // records why.
@@ -176,7 +191,21 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 			t.Stop()
 		}
 		r.up.Close()
-		r.c.c.Close()
+		if code == 0 {
+			r.c.c.Close()
+			return
+		}
+		// Half-close: the close frame and TLS close_notify are out, and
+		// what the client still sends is read (fromClient goes on until
+		// its next write upstream fails) until the connection closes.
+		if cw, ok := r.c.c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		r.lingering.Store(true)
+		time.AfterFunc(clientLinger, func() {
+			r.c.c.Close()
+			close(r.lingered)
+		})
 	})
 }
 
