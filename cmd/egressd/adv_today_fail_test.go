@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"strings"
@@ -169,6 +170,36 @@ func TestAdvTodayEscapedPrefixAtEnd(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			is.True(!strings.Contains(string(b), form)) // all but the last character, in a decodable form
+		})
+	}
+}
+
+// TestAdvTodayBasicEncodedPlaceholder (placeholder misuse, low): the
+// search for misplaced placeholders decodes base64 only in a header value
+// whose scheme is Basic, and there only as one stream (up to the first
+// '=', or with every '=' dropped). A Basic credential in a query
+// parameter (?auth=Basic%20<base64(alice:hkp_...)>), and a Basic value
+// made of two padded quanta runs (base64("a:") + base64(placeholder),
+// which GNU base64 -d and OpenSSL decode to "a:hkp_..."), take the
+// placeholder to another host unnoticed. No raw value leaks (nothing is
+// substituted there), but the documented rule "every other occurrence
+// is egress.placeholder_misuse" and the doc's claim that padding inside
+// a Basic value is read are broken. Fix: in AppendBasicForms also decode
+// each '='-terminated run on its own and concatenate; and run
+// basicPlaceholder over each percent-decoded query value and form field.
+func TestAdvTodayBasicEncodedPlaceholder(t *testing.T) {
+	t.Parallel()
+	f := newBasicFixture(t)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	host := strings.TrimPrefix(f.otherURL, "https://")
+	for _, tc := range []struct{ name, target, fields string }{
+		{"query", "/q?auth=Basic%20" + b64("alice:"+f.ph), ""},
+		{"padding inside", "/pad", "Authorization: Basic " + b64("a:") + b64(f.ph) + "\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, _ := f.rawTunnel(t, f.otherURL, "GET "+tc.target+" HTTP/1.1\r\nHost: "+host+"\r\n"+tc.fields+"Connection: close\r\n\r\n")
+			is.Equal(resp.StatusCode, 403) // egress.placeholder_misuse; other.test got the placeholder
 		})
 	}
 }
