@@ -7,12 +7,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +145,122 @@ func TestAdvTodayBasicShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bodySeen is what an upstream read of one request body.
+type bodySeen struct {
+	body     string
+	complete bool   // the body ended cleanly
+	trailer  string // the trailer fields it got, as text
+}
+
+// bodySink is an upstream (llm.test) that reads each request body to its
+// end and records it by path.
+type bodySink struct {
+	mu   sync.Mutex
+	seen map[string]bodySeen
+}
+
+func newBodySink(t *testing.T, args ...string) (*llmFixture, *bodySink) {
+	t.Helper()
+	s := &bodySink{seen: map[string]bodySeen{}}
+	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.seen[r.URL.Path] = bodySeen{body: string(b), complete: err == nil, trailer: fmt.Sprint(r.Trailer)}
+		s.mu.Unlock()
+		fmt.Fprintf(w, "n=%d", len(b))
+	}, args...)
+	return f, s
+}
+
+// wait returns what the upstream saw of path, or false when it saw
+// nothing of it within d.
+func (s *bodySink) wait(path string, d time.Duration) (bodySeen, bool) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		b, ok := s.seen[path]
+		s.mu.Unlock()
+		if ok {
+			return b, true
+		}
+	}
+	return bodySeen{}, false
+}
+
+// chunked frames body as an HTTP/1.1 chunked body of n-byte chunks, each
+// with a chunk extension, then trailer (fields, CRLF each).
+func chunked(body string, n int, trailer string) string {
+	var b strings.Builder
+	for i := 0; i < len(body); i += n {
+		piece := body[i:min(i+n, len(body))]
+		fmt.Fprintf(&b, "%x;x=\"%d\"\r\n%s\r\n", len(piece), i, piece)
+	}
+	b.WriteString("0;last\r\n" + trailer + "\r\n")
+	return b.String()
+}
+
+// mixedPct percent-encodes every byte of s, upper-casing letters first
+// and writing the hex digits in alternating case.
+func mixedPct(s string) string {
+	var b strings.Builder
+	for i, c := range []byte(strings.ToUpper(s)) {
+		h := fmt.Sprintf("%02X", c)
+		if i%2 == 0 {
+			h = strings.ToLower(h)
+		}
+		b.WriteString("%" + h)
+	}
+	return b.String()
+}
+
+// TestAdvTodayChunkedBodyShapes: a streamed (chunked) request body in a
+// tunnel that carries the key or the placeholder in 1- and 3-byte chunks
+// with chunk extensions, in mixed-case percent-encoding, \u-escaped, in
+// base64 at an odd offset, or in its trailer, never brings the upstream
+// the value, nor a body that ends cleanly; a clean body with a trailer
+// that holds the key reaches the upstream without that trailer.
+func TestAdvTodayChunkedBodyShapes(t *testing.T) {
+	t.Parallel()
+	f, sink := newBodySink(t)
+	filler := strings.Repeat(`{"a":"b"}`, 4000) // 36 KB: past the first piece
+	for _, tc := range []struct {
+		name, body, trailer string
+		chunk               int
+		refused             bool
+	}{
+		{name: "value 1-byte chunks", body: filler + canary + filler, chunk: 1, refused: true},
+		{name: "value 3-byte chunks", body: filler + "k=" + canary + "&", chunk: 3, refused: true},
+		{name: "placeholder mixed-case pct", body: filler + "k=" + mixedPct(f.ph), chunk: 1, refused: true},
+		{name: "placeholder double pct", body: filler + strings.ReplaceAll(pctAll(f.ph), "%", "%25"), chunk: 2, refused: true},
+		{name: "value u-escaped", body: filler + `"` + uEscape(canary) + `"`, chunk: 5, refused: true},
+		{name: "value base64 odd offset", body: filler + "x" + base64.StdEncoding.EncodeToString([]byte("ab"+canary)), chunk: 1, refused: true},
+		{name: "value at the very end", body: filler + canary, chunk: 1, refused: true},
+		{name: "trailer only", body: filler, trailer: "X-T: " + canary + "\r\nX-P: " + f.ph + "\r\n", chunk: 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			path := "/" + strings.ReplaceAll(tc.name, " ", "-")
+			c, br := f.tunnel(t)
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			go io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: "+strings.TrimPrefix(f.url, "https://")+"\r\nAuthorization: Bearer "+f.ph+
+				"\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked(tc.body, tc.chunk, tc.trailer))
+			resp, err := http.ReadResponse(br, nil)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				t.Logf("%d %s %.60q", resp.StatusCode, resp.Header.Get("X-Hostkit-Error"), b)
+				is.Equal(resp.StatusCode >= 400, tc.refused)
+			}
+			seen, ok := sink.wait(path, 3*time.Second)
+			is.True(!strings.Contains(seen.body+seen.trailer, canary))
+			is.True(!strings.Contains(seen.body+seen.trailer, f.ph))
+			if tc.refused {
+				is.True(!ok || !seen.complete) // never a request that looks complete
+				return
+			}
+			is.True(ok && seen.complete && seen.body == tc.body)
+		})
+	}
+	checkNoCanary(t, f.eg.stderr.String()+f.eg.auditLog(t))
 }
