@@ -264,3 +264,89 @@ func TestAdvTodayChunkedBodyShapes(t *testing.T) {
 	}
 	checkNoCanary(t, f.eg.stderr.String()+f.eg.auditLog(t))
 }
+
+// TestAdvTodayH2BodyShapes: an HTTP/2 stream in a tunnel whose body
+// carries the key one byte per DATA frame, or whose trailer HEADERS carry
+// it, or that sends more DATA than its content-length, never brings the
+// upstream the key, nor a body that ends cleanly with it.
+func TestAdvTodayH2BodyShapes(t *testing.T) {
+	t.Parallel()
+	f, sink := newBodySink(t)
+	filler := strings.Repeat(`{"a":"b"}`, 4000)
+	for i, tc := range []struct {
+		name, body, trailer, length string
+		refused                     bool
+	}{
+		{name: "value in 1-byte frames", body: filler + canary + "}", refused: true},
+		{name: "placeholder in 1-byte frames", body: filler + mixedPct(f.ph), refused: true},
+		{name: "value in trailer", body: filler, trailer: canary},
+		{name: "more than content-length", body: filler + canary, length: strconv.Itoa(len(filler)), refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			fr, host := f.h2Dial(t)
+			path := "/h2-" + strconv.Itoa(i)
+			id := uint32(1)
+			fields := []string{":method", "POST", ":scheme", "https", ":authority", host, ":path", path, "authorization", "Bearer " + f.ph}
+			if tc.length != "" {
+				fields = append(fields, "content-length", tc.length)
+			}
+			h2Headers(t, fr, id, false, fields...)
+			for off := 0; off < len(filler); off += 16000 {
+				fr.WriteData(id, false, []byte(filler[off:min(off+16000, len(filler))]))
+			}
+			rest := tc.body[len(filler):]
+			for j := 0; j < len(rest); j++ {
+				if fr.WriteData(id, false, []byte{rest[j]}) != nil {
+					break
+				}
+			}
+			if tc.trailer != "" {
+				h2Headers(t, fr, id, true, "x-t", tc.trailer)
+			} else {
+				fr.WriteData(id, true, nil)
+			}
+			out := h2Outcome(t, fr, id, 10*time.Second)
+			t.Logf("outcome %s", out)
+			seen, ok := sink.wait(path, 3*time.Second)
+			is.True(!strings.Contains(seen.body+seen.trailer, canary))
+			is.True(!strings.Contains(seen.body+seen.trailer, f.ph))
+			if tc.refused {
+				is.True(out != "200")
+				is.True(!ok || !seen.complete) // never a request that looks complete
+				return
+			}
+			is.Equal(out, "200")
+			is.True(ok && seen.complete && seen.body == tc.body)
+		})
+	}
+}
+
+// TestAdvTodayPipelinedPastLength: a body announced at 64 KiB or less
+// that is followed on the connection by more bytes (a second request
+// with the key in its body, as a smuggling attempt) gets the second
+// request read and refused on its own: the upstream sees the first
+// request's body only, never the key.
+func TestAdvTodayPipelinedPastLength(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f, sink := newBodySink(t)
+	host := strings.TrimPrefix(f.url, "https://")
+	second := "POST /smuggled HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: " + strconv.Itoa(len(canary)) + "\r\n\r\n" + canary
+	c, br := f.tunnel(t)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "POST /first HTTP/1.1\r\nHost: "+host+"\r\nAuthorization: Bearer "+f.ph+"\r\nContent-Length: 5\r\n\r\nhello"+second)
+	for _, want := range []int{200, 403} {
+		resp, err := http.ReadResponse(br, nil)
+		is.NoErr(err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		checkNoCanary(t, string(b))
+		is.Equal(resp.StatusCode, want)
+	}
+	seen, ok := sink.wait("/first", 3*time.Second)
+	is.True(ok)
+	is.Equal(seen.body, "hello")
+	_, ok = sink.wait("/smuggled", time.Second)
+	is.True(!ok) // the smuggled request reached the upstream
+}
