@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
+	"hostkit.dev/cmd/egressd/internal/wsframe"
 )
 
 // Adversarial tests of what landed today: HTTP Basic substitution,
@@ -349,4 +352,101 @@ func TestAdvTodayPipelinedPastLength(t *testing.T) {
 	is.Equal(seen.body, "hello")
 	_, ok = sink.wait("/smuggled", time.Second)
 	is.True(!ok) // the smuggled request reached the upstream
+}
+
+// TestAdvTodayTailShapes: an answer that ends with the key less its last
+// character has that tail replaced whatever its shape: HTTP/2 in the
+// tunnel, gzip-encoded, chunked with a trailer after it, and flushed
+// just before the end. An answer cut off after such a tail (the upstream
+// goes away short of its Content-Length, or -max-response-body is passed
+// there) hands out nothing of the tail.
+func TestAdvTodayTailShapes(t *testing.T) {
+	t.Parallel()
+	prefix := canary[:len(canary)-1]
+	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		fl := w.(http.Flusher)
+		switch r.URL.Path {
+		case "/plain":
+			io.WriteString(w, "your key: "+prefix)
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, "your key: "+prefix[:6])
+			zw.Flush()
+			fl.Flush()
+			io.WriteString(zw, prefix[6:])
+			zw.Close()
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "your key: "+prefix)
+			fl.Flush()
+			w.Header().Set("X-Sum", "fine")
+		case "/flushed":
+			io.WriteString(w, "your key: "+prefix)
+			fl.Flush()
+			time.Sleep(100 * time.Millisecond)
+		case "/short":
+			w.Header().Set("Content-Length", "1000")
+			io.WriteString(w, "your key: "+prefix)
+			fl.Flush()
+			panic(http.ErrAbortHandler) // the connection ends short of its length
+		case "/cap":
+			io.WriteString(w, strings.Repeat("a", 100)+prefix)
+			fl.Flush()
+			time.Sleep(300 * time.Millisecond) // the head and the a's leave first
+			io.WriteString(w, strings.Repeat("b", 200))
+		}
+	}, "-max-response-body", "130")
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			c := f.client(t)
+			if proto == "h2" {
+				c = f.h2client(t)
+			}
+			for _, path := range []string{"/plain", "/gzip", "/trailer", "/flushed", "/short", "/cap"} {
+				t.Run(path[1:], func(t *testing.T) {
+					is := is.New(t)
+					resp, err := f.get(t, c, path)
+					is.NoErr(err)
+					b, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					t.Logf("%d %s %q %v", resp.StatusCode, resp.Header.Get("X-Hostkit-Error"), b, rerr)
+					is.True(!strings.Contains(string(b), prefix[:4])) // the tail, or most of it
+					switch path {
+					case "/short", "/cap":
+						is.True(rerr != nil || resp.StatusCode == http.StatusBadGateway) // cut off or refused, never a clean end
+					default:
+						is.NoErr(rerr)
+						is.Equal(string(b), "your key: [REDACTED]")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestAdvTodayWSControlTail: an upstream ping or close reason that ends
+// with the key less its last character reaches the client with that
+// tail replaced.
+func TestAdvTodayWSControlTail(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	prefix := canary[:len(canary)-1]
+	a := newAdvWS(t, func(p *wsPeer) {
+		p.send(true, wsframe.OpPing, []byte("k="+prefix))
+		p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, "k="+prefix))
+		time.Sleep(200 * time.Millisecond)
+	})
+	c := a.dialWS(t, "/ws")
+	var got strings.Builder
+	c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, payload, err := c.recv()
+		if err != nil {
+			break
+		}
+		got.Write(payload)
+	}
+	is.True(!strings.Contains(got.String(), prefix[:4]))
+	is.Equal(strings.Count(got.String(), "k=[REDACTED]"), 2)
 }
