@@ -30,7 +30,8 @@ import (
 // k=<key minus one>) hands the client all but one character, the very
 // case the tail rule exists for. Fix: scrub each field value as a whole
 // body (Scrubber.ScrubBody, which already does the tail), in
-// SanitizeFields, so 1xx fields, trailers and the 101 head get it too.
+// SanitizeFields, so trailers, the 101 head and the 1xx fields relayed
+// for a streamed upload (same function, not exercised here) get it too.
 func TestAdvTodayFieldPrefixAtEnd(t *testing.T) {
 	t.Parallel()
 	prefix := canary[:len(canary)-1]
@@ -58,6 +59,12 @@ func TestAdvTodayFieldPrefixAtEnd(t *testing.T) {
 			is.True(!strings.Contains(got, prefix[:4])) // all but the key's last character, in a field
 		})
 	}
+	t.Run("101", func(t *testing.T) {
+		is := is.New(t)
+		a := newAdvWSHead(t, "X-Echo: k="+prefix+"\r\n", func(p *wsPeer) { p.recvAll(2 * time.Second) })
+		c := a.dialWS(t, "/ws")
+		is.True(!strings.Contains(c.head, prefix[:4])) // in the handshake answer's head
+	})
 }
 
 // TestAdvTodayWSSplitDataAndControl (leak, high): an upstream message
