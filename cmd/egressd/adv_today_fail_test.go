@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,19 +152,35 @@ func TestAdvTodayWSSplitDataAndControl(t *testing.T) {
 	})
 }
 
-// TestAdvTodayEscapedPrefixAtEnd (leak, low): the tail rule replaces a
-// proper prefix of an exact form (redact's patterns) only; an answer
-// that ends with the key less its last character in a form the scrubber
-// can only detect (every character \u-escaped) hands the client all
-// but one character, decoded in one step. The design already lets a
-// prefix followed by more text through, so this widens a known gap
-// rather than opening a new one. Fix: run tailPrefix over the decoded
-// views too (an unfinished detect-only form at the end aborts the answer,
-// as a whole one does).
+// TestAdvTodayEscapedPrefixAtEnd (leak, low to medium): the tail rule
+// replaces a proper prefix of the exact patterns only, and only one whose
+// characters are a prefix of the pattern's. An answer that ends with the
+// key less its last character in a form the scrubber can only detect
+// (every character \u-escaped, HTML entities, wrapped over two lines,
+// zero-width spaces between the characters), or in base64 at an offset
+// other than 0 with its padding (the last quantum of the shorter text
+// differs from the key's, so no suffix is a prefix of the pattern; at
+// offset 0 it happens to be caught), hands the client all but one
+// character, decoded in one step. The design already lets a prefix
+// followed by more text through, so this widens a known gap rather than
+// opening a new one. Fix: at the end, run the prefix automaton over each
+// decoded view too (an unfinished detect-only form at the end aborts the
+// answer, as a whole one does), and read a final base64 quantum by the
+// bytes it decodes to.
 func TestAdvTodayEscapedPrefixAtEnd(t *testing.T) {
 	t.Parallel()
 	prefix := canary[:len(canary)-1]
-	forms := map[string]string{"/u-escaped": uEscape(prefix)}
+	var ent strings.Builder
+	for _, c := range prefix {
+		ent.WriteString("&#" + strconv.Itoa(int(c)) + ";")
+	}
+	forms := map[string]string{
+		"/u-escaped":   uEscape(prefix),
+		"/entities":    ent.String(),
+		"/wrapped":     prefix[:10] + "\r\n" + prefix[10:],
+		"/zero-width":  strings.Join(strings.Split(prefix, ""), "\u200b"),
+		"/base64-at-2": base64.StdEncoding.EncodeToString([]byte("xy" + prefix)),
+	}
 	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "k="+forms[r.URL.Path])
 	})
@@ -179,6 +196,34 @@ func TestAdvTodayEscapedPrefixAtEnd(t *testing.T) {
 			is.True(!strings.Contains(string(b), form)) // all but the last character, in a decodable form
 		})
 	}
+}
+
+// TestAdvTodayWSPrefixAcrossMessages (leak, medium): each upstream
+// message gets the tail rule on its own, and the Detector that reads all
+// messages as one text only finds whole values. An upstream that sends
+// the key less its last character as 3-byte messages (each below
+// MinTailPrefix, none a prefix of the key on its own but the first) and
+// then closes hands the client all of it but one character: the case the
+// tail rule exists for, spread over messages. Fix: keep a prefix
+// automaton state across messages (the cross Detector's text) and, at a
+// message's end, replace the held cross-message prefix's bytes in that
+// message when they are MinTailPrefix or longer in total, or close with
+// 1008 when they were already sent in earlier messages.
+func TestAdvTodayWSPrefixAcrossMessages(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	prefix := canary[:len(canary)-1]
+	a := newAdvWS(t, func(p *wsPeer) {
+		p.send(true, wsframe.OpText, []byte("key="))
+		for i := 0; i < len(prefix); i += 3 {
+			p.send(true, wsframe.OpText, []byte(prefix[i:min(i+3, len(prefix))]))
+		}
+		p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+		time.Sleep(200 * time.Millisecond)
+	})
+	c := a.dialWS(t, "/ws")
+	got, _ := c.recvAll(5 * time.Second)
+	is.True(!strings.Contains(got, prefix)) // all but the key's last character, over messages
 }
 
 // TestAdvTodayBasicEncodedPlaceholder (placeholder misuse, low): the
