@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"hostkit.dev/cmd/egressd/internal/wsframe"
 )
@@ -449,4 +452,148 @@ func TestAdvTodayWSControlTail(t *testing.T) {
 	}
 	is.True(!strings.Contains(got.String(), prefix[:4]))
 	is.Equal(strings.Count(got.String(), "k=[REDACTED]"), 2)
+}
+
+// h2Tunnel is llmFixture.h2Dial for the Basic fixture: an intercepted
+// tunnel to base's authority as inv-g speaking HTTP/2 by hand.
+func (f *basicFixture) h2Tunnel(t *testing.T, base string) (*http2.Framer, string) {
+	t.Helper()
+	host := strings.TrimPrefix(base, "https://")
+	c, err := net.Dial("tcp", f.info.ProxyAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "CONNECT "+host+" HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: "+basic("inv-g", f.tok)+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	pem, err := os.ReadFile(f.info.CABundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: strings.Split(host, ":")[0], NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Fatalf("TLS: %v %q", err, tc.ConnectionState().NegotiatedProtocol)
+	}
+	io.WriteString(tc, http2.ClientPreface)
+	fr := http2.NewFramer(tc, tc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return fr, host
+}
+
+// TestAdvTodayBasicH2: over HTTP/2 in a tunnel, one authorization field
+// in any scheme case is placed; two authorization fields (which HPACK
+// sends apart, never joined), a tab after the scheme, and the credential
+// toward another host are refused, and no host but the git server gets
+// the password.
+func TestAdvTodayBasicH2(t *testing.T) {
+	t.Parallel()
+	f := newBasicFixture(t)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	for i, tc := range []struct {
+		name   string
+		base   string
+		auth   []string
+		status string
+	}{
+		{"placed", f.gitURL, []string{"bAsIc " + b64("alice:"+f.ph)}, "200"},
+		{"two fields", f.gitURL, []string{"Basic " + b64("alice:"+f.ph), "Basic " + b64("bob:x")}, "403"},
+		{"two fields, same", f.gitURL, []string{"Basic " + b64("alice:"+f.ph), "Basic " + b64("alice:"+f.ph)}, "403"},
+		{"tab", f.gitURL, []string{"Basic\t" + b64("alice:"+f.ph)}, "403"},
+		{"other host", f.otherURL, []string{"Basic " + b64("alice:"+f.ph)}, "403"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			fr, host := f.h2Tunnel(t, tc.base)
+			fields := []string{":method", "GET", ":scheme", "https", ":authority", host, ":path", "/h2-" + strconv.Itoa(i)}
+			for _, a := range tc.auth {
+				fields = append(fields, "authorization", a)
+			}
+			h2Headers(t, fr, 1, true, fields...)
+			out := h2Outcome(t, fr, 1, 10*time.Second)
+			is.Equal(out, tc.status)
+			for _, s := range f.other.all() {
+				is.True(s.pass != gitPass)
+			}
+			if tc.status == "200" {
+				seen := f.git.seenAt("/h2-" + strconv.Itoa(i))
+				is.Equal(len(seen), 1)
+				is.Equal(seen[0].pass, gitPass)
+				is.Equal(seen[0].user, "alice")
+			}
+		})
+	}
+}
+
+// TestAdvTodayWSClientInterleavedPing: a client message that carries the
+// key over fragments with pings between them is closed with 1008; the
+// upstream never gets the key whole, nor the message's end.
+func TestAdvTodayWSClientInterleavedPing(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	var mu sync.Mutex
+	var seen strings.Builder
+	fins := 0
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			h, b, err := p.recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if !h.IsControl() {
+				seen.Write(b)
+				if h.Fin {
+					fins++
+				}
+			}
+			mu.Unlock()
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(false, wsframe.OpText, []byte("v=")))
+	for i := 0; i < len(canary); i += 4 {
+		if c.send(false, wsframe.OpContinuation, []byte(canary[i:min(i+4, len(canary))])) != nil {
+			break
+		}
+		c.send(true, wsframe.OpPing, []byte("p"))
+	}
+	c.send(true, wsframe.OpContinuation, []byte("!"))
+	_, code := c.recvAll(5 * time.Second)
+	is.Equal(code, uint16(wsframe.ClosePolicy))
+	mu.Lock()
+	defer mu.Unlock()
+	is.True(!strings.Contains(seen.String(), canary))
+	is.Equal(fins, 0)
+}
+
+// TestAdvTodayBasicPlainHTTP: the credential sent through the plain
+// proxy face to its destination's host over http (absolute form, no
+// tunnel) is refused: the password would cross the network in clear.
+func TestAdvTodayBasicPlainHTTP(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newBasicFixture(t)
+	u, _ := url.Parse("http://inv-g:" + f.tok + "@" + f.info.ProxyAddress)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}, Timeout: 20 * time.Second}
+	req, _ := http.NewRequest("GET", strings.Replace(f.gitURL, "https://", "http://", 1)+"/plain", nil)
+	req.SetBasicAuth("alice", f.ph)
+	resp, err := c.Do(req)
+	is.NoErr(err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	f.mu.Lock()
+	f.outputs = append(f.outputs, string(b))
+	f.mu.Unlock()
+	is.Equal(resp.StatusCode, http.StatusForbidden)
+	is.Equal(resp.Header.Get("X-Hostkit-Error"), "egress.placeholder_misuse")
+	is.Equal(len(f.git.seenAt("/plain")), 0)
 }
