@@ -597,3 +597,21 @@ func TestAdvTodayBasicPlainHTTP(t *testing.T) {
 	is.Equal(resp.Header.Get("X-Hostkit-Error"), "egress.placeholder_misuse")
 	is.Equal(len(f.git.seenAt("/plain")), 0)
 }
+
+// TestAdvTodayTailHTTP10: a close-delimited answer to an HTTP/1.0 client
+// in a tunnel gets the tail rule too.
+func TestAdvTodayTailHTTP10(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	prefix := canary[:len(canary)-1]
+	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "k="+prefix)
+	})
+	c, br := f.tunnel(t)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /x HTTP/1.0\r\nHost: "+strings.TrimPrefix(f.url, "https://")+"\r\nAuthorization: Bearer "+f.ph+"\r\n\r\n")
+	b, err := io.ReadAll(br)
+	is.NoErr(err)
+	is.True(strings.HasSuffix(string(b), "\r\n\r\nk=[REDACTED]"))
+	is.True(!strings.Contains(string(b), prefix[:4]))
+}
