@@ -68,7 +68,10 @@ func TestAdvTodayFieldPrefixAtEnd(t *testing.T) {
 	})
 }
 
-// TestAdvTodayWSSplitDataAndControl (leak, high): an upstream message
+// TestAdvTodayWSSplitDataAndControl (leak; medium toward the client,
+// where docs/egressd.md says all messages and control frames the client
+// receives are read as one text; low toward the upstream, since a client
+// can always split a value over two connections): an upstream message
 // and the client's received control frames are read as two separate
 // texts (cross and crossCtl in proxy.wsRelay.fromUpstream), so the key
 // split between a ping and a data message (3 bytes at the end of one,

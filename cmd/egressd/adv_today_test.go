@@ -615,3 +615,32 @@ func TestAdvTodayTailHTTP10(t *testing.T) {
 	is.True(strings.HasSuffix(string(b), "\r\n\r\nk=[REDACTED]"))
 	is.True(!strings.Contains(string(b), prefix[:4]))
 }
+
+// TestAdvTodayWSClientPingSplit: a client that sends the key over two
+// pings (a control frame is sent whole, the pings read as one text) is
+// closed with 1008 before the second reaches the upstream.
+func TestAdvTodayWSClientPingSplit(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	var mu sync.Mutex
+	var seen strings.Builder
+	a := newAdvWS(t, func(p *wsPeer) {
+		for {
+			_, b, err := p.recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen.Write(b)
+			mu.Unlock()
+		}
+	})
+	c := a.dialWS(t, "/ws")
+	is.NoErr(c.send(true, wsframe.OpPing, []byte("v="+canary[:3])))
+	c.send(true, wsframe.OpPing, []byte(canary[3:]))
+	_, code := c.recvAll(5 * time.Second)
+	is.Equal(code, uint16(wsframe.ClosePolicy))
+	mu.Lock()
+	defer mu.Unlock()
+	is.True(!strings.Contains(seen.String(), canary[3:]))
+}
