@@ -644,3 +644,90 @@ func TestAdvTodayWSClientPingSplit(t *testing.T) {
 	defer mu.Unlock()
 	is.True(!strings.Contains(seen.String(), canary[3:]))
 }
+
+// TestAdvTodayFieldPrefixAtEnd (leak, medium; fixed): a destination that
+// echoed the key less its last character in a header or a trailer field
+// (X-Echo: k=<key minus one>), or in the 101 answer's fields, handed the
+// client all but one character: fields were scrubbed with Scrub, which
+// replaces whole forms only. They are now scrubbed with ScrubField, which
+// also replaces a final proper prefix, as an answer's body end is.
+func TestAdvTodayFieldPrefixAtEnd(t *testing.T) {
+	t.Parallel()
+	prefix := canary[:len(canary)-1]
+	f := newAdvHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/header":
+			w.Header().Set("X-Echo", "k="+prefix)
+			io.WriteString(w, "ok")
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "ok")
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Sum", "k="+prefix)
+		}
+	})
+	for _, path := range []string{"/header", "/trailer"} {
+		t.Run(path[1:], func(t *testing.T) {
+			is := is.New(t)
+			resp, err := f.get(t, f.client(t), path)
+			is.NoErr(err)
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got := resp.Header.Get("X-Echo") + resp.Trailer.Get("X-Sum")
+			is.True(strings.HasPrefix(got, "k="))
+			is.True(!strings.Contains(got, prefix[:4])) // all but the key's last character, in a field
+		})
+	}
+	t.Run("101", func(t *testing.T) {
+		is := is.New(t)
+		a := newAdvWSHead(t, "X-Echo: k="+prefix+"\r\n", func(p *wsPeer) { p.recvAll(2 * time.Second) })
+		c := a.dialWS(t, "/ws")
+		is.True(!strings.Contains(c.head, prefix[:4])) // in the handshake answer's head
+	})
+}
+
+// TestAdvTodayWSSplitDataAndControlUpstream (leak toward the client,
+// medium; fixed): a key split between an upstream text message and a
+// ping or a close reason reached the client whole while data and control
+// frames were read as two texts; they are now one, in the order written
+// (a close frame's reason without its status code).
+func TestAdvTodayWSSplitDataAndControlUpstream(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		first, second byte
+	}{
+		{"ping-then-text", wsframe.OpPing, wsframe.OpText},
+		{"text-then-ping", wsframe.OpText, wsframe.OpPing},
+		{"text-then-close", wsframe.OpText, wsframe.OpClose},
+	} {
+		t.Run("upstream-"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			a := newAdvWS(t, func(p *wsPeer) {
+				p.send(true, tc.first, []byte("key="+canary[:3]))
+				second := []byte(canary[3:])
+				if tc.second == wsframe.OpClose {
+					second = wsframe.ClosePayload(1000, canary[3:])
+				}
+				p.send(true, tc.second, second)
+				p.send(true, wsframe.OpClose, wsframe.ClosePayload(1000, ""))
+				time.Sleep(200 * time.Millisecond)
+			})
+			c := a.dialWS(t, "/ws")
+			var got strings.Builder
+			c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				h, payload, err := c.recv()
+				if err != nil {
+					break
+				}
+				if h.Opcode == wsframe.OpClose && len(payload) >= 2 {
+					payload = payload[2:]
+				}
+				got.Write(payload)
+			}
+			is.True(!strings.Contains(got.String(), canary)) // the key, whole, in what the client received
+		})
+	}
+}

@@ -372,3 +372,20 @@ func TestStreamTailPrefix(t *testing.T) {
 	_ = s.ScrubBody(body)
 	is.New(t).Equal(string(body), "key: "+value[:10])
 }
+
+// TestScrubField: a field value that ends with a proper prefix of a form
+// (MinTailPrefix bytes or more) ends with Redacted; a shorter one, or one
+// with text after it, is scrubbed as Scrub scrubs it.
+func TestScrubField(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	value := "s3cr3tvalue-0123"
+	s := scrubberOf([]string{value})
+	is.Equal(s.ScrubField("k="+value[:len(value)-1]), "k="+Redacted)
+	is.Equal(s.ScrubField("k="+value[:MinTailPrefix-1]), "k="+value[:MinTailPrefix-1])
+	is.Equal(s.ScrubField("k="+value[:8]+";x"), "k="+value[:8]+";x")
+	is.Equal(s.ScrubField(value+","+value[:5]), Redacted+","+Redacted)
+	is.Equal(s.ScrubField(""), "")
+	var none *Scrubber
+	is.Equal(none.ScrubField("k="+value[:9]), "k="+value[:9])
+}

@@ -1,5 +1,7 @@
 package redact
 
+import "unsafe"
+
 // MinTailPrefix is the shortest proper prefix of a form of a held value,
 // in bytes, that ScrubBody and Stream.Close replace at the very end of a
 // body. A body that ends with most of a value leaks most of it (a
@@ -29,6 +31,22 @@ func (s *Scrubber) ScrubBody(b []byte) []byte {
 		out = append([]byte(nil), out...) // never write into the caller's b
 	}
 	return append(out[:len(out)-k], Redacted...)
+}
+
+// ScrubField is Scrub for a whole value that nothing follows, such as a
+// header or trailer field's: it also replaces a final proper prefix of
+// a form, as ScrubBody does. It does not look for decoded echoes; the
+// caller asks ContainsDecoded of the result.
+func (s *Scrubber) ScrubField(v string) string {
+	out := s.Scrub(v)
+	m := s.load()
+	if m == nil {
+		return out
+	}
+	if k := m.tailPrefix(unsafe.Slice(unsafe.StringData(out), len(out))); k > 0 {
+		return out[:len(out)-k] + Redacted
+	}
+	return out
 }
 
 // tailPrefix returns the length of the longest suffix of b that is a

@@ -185,7 +185,7 @@ func (p *Pipeline) SanitizeFields(h http.Header) ([]request.Field, error) {
 	for k, vs := range h {
 		if !hopByHopSet[k] && !named[k] && !p.strip[k] && !strings.HasPrefix(k, request.ReservedPrefix) && !p.heldInName(k) {
 			for _, v := range vs {
-				out = append(out, request.Field{Name: k, Value: sc.Scrub(v)})
+				out = append(out, request.Field{Name: k, Value: sc.ScrubField(v)})
 			}
 		}
 	}

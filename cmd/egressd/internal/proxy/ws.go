@@ -191,21 +191,27 @@ func (r *wsRelay) end(why string, err error, code uint16) {
 			t.Stop()
 		}
 		r.up.Close()
-		if code == 0 {
+		if code == 0 || code == wsframe.CloseGoingAway {
+			// Nothing the client sent was refused (egressd ends the
+			// relay: idle, total, stopping): it may not be reading or
+			// sending at all, so there is nothing to linger for.
 			r.c.c.Close()
 			return
 		}
 		// Half-close: the close frame and TLS close_notify are out, and
 		// what the client still sends is read (fromClient goes on until
 		// its next write upstream fails) until the connection closes.
-		if cw, ok := r.c.c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
 		r.lingering.Store(true)
 		time.AfterFunc(clientLinger, func() {
 			r.c.c.Close()
 			close(r.lingered)
 		})
+		if cw, ok := r.c.c.(interface{ CloseWrite() error }); ok {
+			// Not on this goroutine: a TLS close_notify waits for a
+			// write to the client in progress, which the Close above
+			// breaks (tls.Conn.Close does not wait for it).
+			go cw.CloseWrite()
+		}
 	})
 }
 
@@ -344,10 +350,11 @@ func (r *wsRelay) fromUpstream() {
 	)
 	scrub := r.c.s.cfg.Registry.Scrubber()
 	// Each message is scrubbed on its own; what the client receives of
-	// all of them (and of all control frames) is read as one text too,
-	// so a value the upstream splits over messages is caught before the
-	// message that completes it.
-	cross, crossCtl := scrub.NewDetector(), scrub.NewDetector()
+	// all of them and of every control frame, in the order it is
+	// written, is read as one text too, so a value the upstream splits
+	// over messages, or between a message and a ping or a close reason,
+	// is caught before the frame that completes it.
+	cross := scrub.NewDetector()
 	for {
 		h, err := wsframe.ReadHeader(r.upr, 0)
 		if err != nil {
@@ -366,7 +373,11 @@ func (r *wsRelay) fromUpstream() {
 			}
 			r.touch()
 			p = scrub.ScrubBody(p) // a whole message: its tail as an answer's
-			if _, hit := crossCtl.Next(p); hit || scrub.ContainsDecoded(p) || len(p) > wsframe.MaxControlPayload {
+			text := p
+			if h.Opcode == wsframe.OpClose && len(p) >= 2 {
+				text = p[2:] // the reason: the status code is not text a client reads on from
+			}
+			if _, hit := cross.Next(text); hit || scrub.ContainsDecoded(p) || len(p) > wsframe.MaxControlPayload {
 				r.end(wsEcho, wire.Errorf(egressdapi.CodeResponseAborted, "an upstream control frame holds a credential value"), wsframe.ClosePolicy)
 				return
 			}

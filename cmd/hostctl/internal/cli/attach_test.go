@@ -200,7 +200,9 @@ func TestAttachKeepsUpAndOutputIsWhole(t *testing.T) {
 	waitFileSize(t, out.Name(), int64(len("ready\r\n")))
 	_, err = p.stdin.Write([]byte("\n"))
 	is.NoErr(err)
-	is.Equal(p.wait(t), ExitOK) // the exit frame ends the session
+	if code := p.wait(t); code != ExitOK { // the exit frame ends the session
+		t.Fatalf("hostctl attach exited %d: %s", code, p.stderr)
+	}
 	var want strings.Builder
 	want.WriteString("ready\r\n")
 	for n := 1; n <= lines; n++ {
