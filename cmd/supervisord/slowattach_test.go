@@ -124,7 +124,11 @@ func TestSlowAttachClientIsToldAndDropped(t *testing.T) {
 			is.NoErr(err)
 			defer again.Close()
 			readUntil(t, again, "0123456789abcdefghijklmnopqrstuvwxyz\r\n") // a new attach gets output
-			is.NoErr(again.Send(&wire.StreamFrame{T: wire.StreamDetach}))
+			// The agent still floods: on a loaded machine this client too
+			// can fall behind before its detach goes out, and be dropped.
+			if err := again.Send(&wire.StreamFrame{T: wire.StreamDetach}); err != nil {
+				is.True(errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) // dropped, not broken
+			}
 		})
 	}
 }
