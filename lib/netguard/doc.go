@@ -13,8 +13,13 @@
 //   - [Origin], [ParseOrigin], [CanonicalOrigin]: the canonical origin of
 //     DESIGN "Main-flow schemas" (RFC 6454 tuple of scheme, host and port),
 //     "https://host[:port]", or "http://" only for a literal loopback host.
-//   - [Pattern], [ParsePattern]: a canonical origin or a wildcard
-//     "https://*.example.com[:port]" for egress policy.
+//   - [Pattern], [ParsePattern]: a canonical origin, a wildcard
+//     "https://*.example.com[:port]" or a raw TCP origin "tcp://host:port"
+//     for egress policy ([Pattern.MatchHost] for a name's resolver). A
+//     tcp:// pattern allows a transparent connection that is neither TLS
+//     nor HTTP to exactly that host and port, and only for an invocation
+//     holding no credential; ParseOrigin refuses the scheme, so it is never
+//     a credential destination.
 //   - [IsLiteralLoopback] and [IsLiteralLoopbackAddr]: THE predicate of the
 //     DESIGN invariant "a credential attaches only over HTTPS or to a literal
 //     loopback host". It never consults DNS.

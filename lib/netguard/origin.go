@@ -13,6 +13,11 @@ import (
 const (
 	SchemeHTTPS = "https"
 	SchemeHTTP  = "http"
+	// SchemeTCP is a raw TCP origin, "tcp://host:port": a policy Pattern
+	// only (ParsePattern), for a transparent connection that is neither TLS
+	// nor HTTP. ParseOrigin refuses it, so it can never be a credential
+	// destination. Its port is always explicit.
+	SchemeTCP = "tcp"
 )
 
 // maxOriginLen bounds an origin string in bytes before any processing.
@@ -22,7 +27,8 @@ const maxOriginLen = 2048
 // "Main-flow schemas" defines it. Values from ParseOrigin are canonical;
 // compare them with ==.
 type Origin struct {
-	// Scheme is "https", or "http" only when Host is a literal loopback host.
+	// Scheme is "https", or "http" only when Host is a literal loopback host;
+	// "tcp" only in a Pattern (ParsePattern), never from ParseOrigin.
 	Scheme string
 	// Host is in CanonicalHost form: lowercase ASCII, IPv6 in brackets.
 	Host string
@@ -31,7 +37,8 @@ type Origin struct {
 	Port uint16
 }
 
-// DefaultPort returns 443 for "https", 80 for "http" and 0 for anything else.
+// DefaultPort returns 443 for "https", 80 for "http" and 0 for anything
+// else ("tcp" has no default: its port is always explicit).
 func DefaultPort(scheme string) uint16 {
 	switch scheme {
 	case SchemeHTTPS:

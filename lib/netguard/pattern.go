@@ -7,8 +7,10 @@ import (
 )
 
 // Pattern is an egress-policy origin pattern (DESIGN "Main-flow schemas"):
-// either a canonical origin, matched exactly, or a wildcard
-// "https://*.example.com[:port]". Patterns are for policy only, never a
+// either a canonical origin, matched exactly, a wildcard
+// "https://*.example.com[:port]", or a raw TCP origin "tcp://host:port"
+// (matched exactly; it allows a transparent connection that is neither
+// TLS nor HTTP, docs/egressd.md "Transparent connections"). Patterns are for policy only, never a
 // credential destination. The zero Pattern matches nothing; build one with
 // ParsePattern.
 type Pattern struct {
@@ -27,10 +29,18 @@ type Pattern struct {
 // ("https://*.com" is pattern.too_broad). The suffix follows ParseOrigin's
 // rules and errors; no public-suffix list is consulted, so "*.co.uk" is
 // accepted.
+//
+// "tcp://host:port" needs its port (origin.port_invalid without one),
+// takes no wildcard (pattern.wildcard_scheme), and otherwise follows
+// ParseOrigin's rules and errors for the authority; an explicit port is
+// kept as written ("tcp://h:443" stays so).
 func ParsePattern(s string) (Pattern, error) {
 	i := strings.Index(s, "://")
 	if i < 0 {
 		return Pattern{}, wire.Errorf(CodeOriginInvalid, `pattern is not "scheme://host[:port]"`)
+	}
+	if asciiLower(s[:i]) == SchemeTCP && !strings.Contains(s[i+3:], "*") {
+		return parseTCP(s[i+3:])
 	}
 	auth := s[i+3:]
 	if j := strings.IndexAny(auth, `/\?#`); j >= 0 {
@@ -97,4 +107,47 @@ func (p Pattern) Match(o Origin) bool {
 	}
 	h := strings.TrimSuffix(o.Host, "."+po.Host)
 	return len(h) < len(o.Host) && h != "" && h[len(h)-1] != '.'
+}
+
+// parseTCP parses the authority of a "tcp://host:port" pattern.
+func parseTCP(auth string) (Pattern, error) {
+	if strings.IndexAny(auth, `/\?#@`) >= 0 {
+		// ParseOrigin names which (path, query, fragment, userinfo).
+		_, err := ParseOrigin("https://" + auth)
+		if err == nil {
+			err = wire.Errorf(CodeOriginInvalid, "tcp pattern is not \"tcp://host:port\"")
+		}
+		return Pattern{}, err
+	}
+	_, port, err := splitAuthority(auth, CodeOriginInvalid, CodeOriginPortInvalid)
+	if err != nil {
+		return Pattern{}, err
+	}
+	if port == 0 {
+		return Pattern{}, wire.Errorf(CodeOriginPortInvalid, "a tcp:// pattern needs a port")
+	}
+	o, err := ParseOrigin("https://" + auth)
+	if err != nil {
+		return Pattern{}, err
+	}
+	o.Scheme, o.Port = SchemeTCP, port
+	return Pattern{origin: o}, nil
+}
+
+// MatchHost reports whether p covers host (canonical, as CanonicalHost
+// spells it) for some scheme and port: what a resolver answering only
+// for allowed names asks. The zero Pattern matches nothing.
+func (p Pattern) MatchHost(host string) bool {
+	po := p.origin
+	if po.Scheme == "" {
+		return false
+	}
+	if !p.wildcard {
+		return host == po.Host
+	}
+	if _, ok := hostAddr(host); ok {
+		return false
+	}
+	h := strings.TrimSuffix(host, "."+po.Host)
+	return len(h) < len(host) && h != "" && h[len(h)-1] != '.'
 }

@@ -38,6 +38,16 @@ func TestParsePattern(t *testing.T) {
 		{name: "wildcard trailing dot", in: "https://*.example.com.", code: CodeHostTrailingDot},
 		{name: "wildcard numeric", in: "https://*.0x7f.1", code: CodeHostAmbiguousNumeric},
 		{name: "exact plaintext", in: "http://example.com", code: CodeOriginPlaintext},
+		{name: "tcp", in: "tcp://db.example.com:5432", want: "tcp://db.example.com:5432"},
+		{name: "tcp canonicalised", in: "TCP://DB.Example.com:443", want: "tcp://db.example.com:443"},
+		{name: "tcp ipv6", in: "tcp://[2001:db8::1]:22", want: "tcp://[2001:db8::1]:22"},
+		{name: "tcp ipv4", in: "tcp://192.0.2.7:25", want: "tcp://192.0.2.7:25"},
+		{name: "tcp no port", in: "tcp://db.example.com", code: CodeOriginPortInvalid},
+		{name: "tcp port zero", in: "tcp://db.example.com:0", code: CodeOriginPortInvalid},
+		{name: "tcp wildcard", in: "tcp://*.example.com:22", code: CodePatternWildcardScheme},
+		{name: "tcp path", in: "tcp://db.example.com:22/", code: CodeOriginPath},
+		{name: "tcp userinfo", in: "tcp://u@db.example.com:22", code: CodeOriginUserinfo},
+		{name: "tcp numeric", in: "tcp://0x7f.1:22", code: CodeHostAmbiguousNumeric},
 		{name: "no scheme", in: "*.example.com", code: CodeOriginInvalid},
 		{name: "empty", in: "", code: CodeOriginInvalid},
 	}
@@ -121,4 +131,52 @@ func TestPatternMatchNonCanonical(t *testing.T) {
 			is.True(!(Pattern{}).Match(tt.o)) // zero Pattern matches nothing
 		})
 	}
+}
+
+// TestTCPPattern: a tcp:// pattern matches its own host and port over
+// tcp only, never https or http on the same host and port; and tcp:// is
+// never an origin, so never a credential destination.
+func TestTCPPattern(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	p, err := ParsePattern("tcp://db.example.com:5432")
+	is.NoErr(err)
+	is.True(p.Match(Origin{Scheme: SchemeTCP, Host: "db.example.com", Port: 5432}))
+	is.True(!p.Match(Origin{Scheme: SchemeTCP, Host: "db.example.com", Port: 5433}))
+	is.True(!p.Match(Origin{Scheme: SchemeHTTPS, Host: "db.example.com", Port: 5432}))
+	is.True(!p.Match(Origin{Scheme: SchemeTCP, Host: "x.db.example.com", Port: 5432}))
+	h, err := ParsePattern("https://db.example.com:5432")
+	is.NoErr(err)
+	is.True(!h.Match(Origin{Scheme: SchemeTCP, Host: "db.example.com", Port: 5432}))
+	_, err = ParseOrigin("tcp://db.example.com:5432")
+	is.Equal(codeOf(t, err), CodeOriginSchemeUnsupported)
+}
+
+func TestPatternMatchHost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, pattern, host string
+		want                bool
+	}{
+		{"exact", "https://api.example.com", "api.example.com", true},
+		{"exact other port", "https://api.example.com:8443", "api.example.com", true},
+		{"exact other host", "https://api.example.com", "example.com", false},
+		{"exact sub", "https://api.example.com", "x.api.example.com", false},
+		{"wildcard sub", "https://*.example.com", "a.b.example.com", true},
+		{"wildcard apex", "https://*.example.com", "example.com", false},
+		{"wildcard suffix trick", "https://*.example.com", "evilexample.com", false},
+		{"tcp", "tcp://db.example.com:5432", "db.example.com", true},
+		{"loopback", "http://localhost:3000", "localhost", true},
+		{"ip", "https://192.0.2.1", "192.0.2.1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			p, err := ParsePattern(tt.pattern)
+			is.NoErr(err)
+			is.Equal(p.MatchHost(tt.host), tt.want)
+		})
+	}
+	is.New(t).True(!Pattern{}.MatchHost("example.com"))
 }
