@@ -21,12 +21,14 @@ const (
 	CodePlaceholderMisuse    = "egress.placeholder_misuse"
 	CodePlaintextCredential  = "egress.plaintext_credential" // a credential would travel over plaintext to a non-loopback host
 	CodePolicyDenied         = "egress.policy_denied"
+	CodeRawTCPDenied         = "egress.raw_tcp_denied"   // a transparent connection neither TLS nor HTTP, without a tcp:// rule for it or from an invocation holding credentials
 	CodeResponseAborted      = "egress.response_aborted" // a streamed answer was cut off before a held value it holds in a form that cannot be removed in place
 	CodeResponseTooLarge     = "egress.response_too_large"
 	CodeResponseUndecodable  = "egress.response_undecodable" // a compressed response body that cannot be scanned
 	CodeSecretInRequest      = "egress.secret_in_request"
 	CodeTimeout              = "egress.timeout"
-	CodeTooLarge             = "egress.too_large" // request headers or body over the caps
+	CodeTransparentRefused   = "egress.transparent_refused" // the Hostkit-Transparent header off the Unix proxy socket, or with an unknown value
+	CodeTooLarge             = "egress.too_large"           // request headers or body over the caps
 	CodeUpstreamError        = "egress.upstream_error"
 )
 
@@ -50,11 +52,13 @@ var Codes = []string{
 	CodePlaceholderMisuse,
 	CodePlaintextCredential,
 	CodePolicyDenied,
+	CodeRawTCPDenied,
 	CodeResponseAborted,
 	CodeResponseTooLarge,
 	CodeResponseUndecodable,
 	CodeSecretInRequest,
 	CodeTimeout,
 	CodeTooLarge,
+	CodeTransparentRefused,
 	CodeUpstreamError,
 }

@@ -85,20 +85,28 @@ func moveDeadline(cur, t time.Time, d time.Duration) bool {
 // tunnel is what an intercepted connection is bound to: its CONNECT
 // authority and the authenticated bundle.
 type tunnel struct {
-	b    *bundle.Bundle
-	host string // canonical
-	port uint16
-	auth string // host[:port], the port left out when 443 (authority)
-	base string // "https://" + auth, the prefix of every origin-form target
+	b      *bundle.Bundle
+	host   string // canonical
+	port   uint16
+	scheme string // of every request inside: https, or http for a transparent plain-HTTP connection
+	auth   string // host[:port], the port left out when the scheme's default (authority)
+	base   string // scheme + "://" + auth, the prefix of every origin-form target
+	// transparent is the Hostkit-Transparent value of a bridge's
+	// connection ("" for a proxied CONNECT).
+	transparent string
 }
 
 func newTunnel(b *bundle.Bundle, host string, port uint16) *tunnel {
-	t := &tunnel{b: b, host: host, port: port}
-	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
+	return newSchemeTunnel(b, netguard.SchemeHTTPS, host, port)
+}
+
+func newSchemeTunnel(b *bundle.Bundle, scheme, host string, port uint16) *tunnel {
+	t := &tunnel{b: b, host: host, port: port, scheme: scheme}
+	if port == netguard.DefaultPort(scheme) {
 		port = 0
 	}
 	t.auth = netguard.JoinHostPort(host, port)
-	t.base = "https://" + t.auth
+	t.base = scheme + "://" + t.auth
 	return t
 }
 
@@ -250,6 +258,9 @@ func (c *conn) handle(req *http.Request) bool {
 		c.fields = map[string]any{"via": c.via}
 		if c.tunnel != nil {
 			c.fields["tunnel"] = c.tunnel.authority()
+			if c.tunnel.transparent != "" {
+				c.fields[keyTransparent] = c.tunnel.transparent
+			}
 		}
 	}
 	in := pipeline.Input{Invocation: b.Invocation, Method: req.Method, URL: rawURL, Body: body, Actor: c.actor,
@@ -468,7 +479,7 @@ func (c *conn) target(req *http.Request) (*bundle.Bundle, string, error) {
 		if err := c.s.cfg.Pipeline.ScanHostName(auth); err != nil {
 			return t.b, "", err
 		}
-		if !ok || !strings.EqualFold(scheme, netguard.SchemeHTTPS) || !c.sameAuthority(auth, t) {
+		if !ok || !strings.EqualFold(scheme, t.scheme) || !c.sameAuthority(auth, t) {
 			return t.b, "", misdirected(wire.Errorf(egressdapi.CodeInvalidRequest, "the request target names another authority than the tunnel's"))
 		}
 	} else {
@@ -502,7 +513,7 @@ func (c *conn) bundle() *bundle.Bundle {
 func (c *conn) sameAuthority(a string, t *tunnel) bool {
 	host, port, err := c.s.cfg.Pipeline.SplitHostPort(a)
 	if port == 0 {
-		port = netguard.DefaultPort(netguard.SchemeHTTPS)
+		port = netguard.DefaultPort(t.scheme)
 	}
 	return err == nil && host == t.host && port == t.port
 }

@@ -58,6 +58,18 @@ func (c *conn) connect(req *http.Request) {
 		return
 	}
 	t := newTunnel(b, host, port)
+	if t.transparent, err = c.transparentMode(req); err != nil {
+		c.rejectConnect(b, t.authority(), err)
+		return
+	}
+	switch t.transparent {
+	case egressdapi.TransparentHTTP:
+		c.transparentHTTP(t)
+		return
+	case egressdapi.TransparentOther:
+		c.transparentRaw(t)
+		return
+	}
 	o := netguard.Origin{Scheme: netguard.SchemeHTTPS, Host: host, Port: port}
 	if port == netguard.DefaultPort(netguard.SchemeHTTPS) {
 		o.Port = 0
@@ -79,23 +91,33 @@ func (c *conn) connect(req *http.Request) {
 		c.rejectConnect(b, t.authority(), err)
 		return
 	}
-	select {
-	case c.s.tunnels <- struct{}{}:
-		defer func() { <-c.s.tunnels }()
-	default:
-		c.rejectConnect(b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels (at most %d)", c.s.cfg.MaxTunnels))
+	release, ok := c.takeTunnel(t)
+	if !ok {
 		return
 	}
-	if !c.s.invTunnels.take(b.Invocation) {
-		c.rejectConnect(b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels for this invocation (at most %d)", c.s.cfg.MaxTunnelsPerInvocation))
-		return
-	}
-	defer c.s.invTunnels.give(b.Invocation)
+	defer release()
 	if intercept {
 		c.intercept(t, r)
 		return
 	}
-	c.opaque(t, r)
+	c.opaque(t, r, t.transparent == egressdapi.TransparentTLS)
+}
+
+// takeTunnel takes one of the server's tunnels and one of t's
+// invocation's, or refuses the CONNECT (server.busy) and reports false.
+func (c *conn) takeTunnel(t *tunnel) (release func(), ok bool) {
+	select {
+	case c.s.tunnels <- struct{}{}:
+	default:
+		c.rejectConnect(t.b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels (at most %d)", c.s.cfg.MaxTunnels))
+		return nil, false
+	}
+	if !c.s.invTunnels.take(t.b.Invocation) {
+		<-c.s.tunnels
+		c.rejectConnect(t.b, t.authority(), wire.Errorf(wire.CodeServerBusy, "too many tunnels for this invocation (at most %d)", c.s.cfg.MaxTunnelsPerInvocation))
+		return nil, false
+	}
+	return func() { c.s.invTunnels.give(t.b.Invocation); <-c.s.tunnels }, true
 }
 
 func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
@@ -200,6 +222,9 @@ func (c *conn) checkServerName(t *tunnel, name string) error {
 func (c *conn) tunnelRecord(t *tunnel, mode string, r transport.Route, outcome audit.Outcome, extra map[string]any) {
 	f := map[string]any{pipeline.KeyInvocation: t.b.Invocation, pipeline.KeyOrigin: t.authority(), "mode": mode,
 		pipeline.KeyAddress: r.Addr.String(), "via": c.via}
+	if t.transparent != "" {
+		f[keyTransparent] = t.transparent
+	}
 	for k, v := range extra {
 		f[k] = v
 	}
@@ -214,7 +239,21 @@ func (c *conn) tunnelRecord(t *tunnel, mode string, r transport.Route, outcome a
 // until both sides are done, the tunnel is idle for IdleTimeout, or the
 // invocation's bundle is dropped (both connections are closed then).
 // Client-to-upstream bytes count as network_egress_bytes as they pass.
-func (c *conn) opaque(t *tunnel, r transport.Route) {
+//
+// With checkName (a transparent TLS connection) the client's ClientHello
+// is read first and its server name checked as an intercepted tunnel
+// checks it; a refused name ends the tunnel before anything is dialled.
+func (c *conn) opaque(t *tunnel, r transport.Route, checkName bool) {
+	var hello []byte
+	if checkName {
+		if !c.established() {
+			return
+		}
+		var ok bool
+		if hello, ok = c.peekServerName(t); !ok {
+			return
+		}
+	}
 	up, err := c.dial(r.Addr)
 	if err != nil {
 		c.rejectConnect(t.b, t.authority(), wire.Wrap(egressdapi.CodeUpstreamError, "upstream connection failed", err))
@@ -225,7 +264,13 @@ func (c *conn) opaque(t *tunnel, r transport.Route) {
 		return
 	}
 	defer c.s.untrack(nil, up)
-	if !c.established() {
+	if checkName {
+		up.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := up.Write(hello); err != nil {
+			return
+		}
+		t.b.AddBytes(uint64(len(hello)))
+	} else if !c.established() {
 		return
 	}
 	t.b.AddRequest()

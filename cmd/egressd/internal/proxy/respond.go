@@ -58,7 +58,7 @@ func Status(err error) int {
 	switch wire.CodeOf(err) {
 	case wire.CodePeerDenied:
 		return http.StatusProxyAuthRequired
-	case egressdapi.CodeInvalidRequest, egressdapi.CodeHeaderInvalid, egressdapi.CodeInjectionConflict, egressdapi.CodeInjectionFailed:
+	case egressdapi.CodeInvalidRequest, egressdapi.CodeHeaderInvalid, egressdapi.CodeInjectionConflict, egressdapi.CodeInjectionFailed, egressdapi.CodeTransparentRefused:
 		return http.StatusBadRequest
 	case egressdapi.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
