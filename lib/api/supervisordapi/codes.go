@@ -10,10 +10,12 @@ const (
 	CodeInstanceInvalid        = "instance.invalid"        // a bad field in a provision request
 	CodeInstanceInvalidID      = "instance.invalid_id"     // not a canonical UUID
 	CodeInstanceNotFound       = "instance.not_found"
-	CodeInstanceNotRunning     = "instance.not_running"    // no holder serves the instance
-	CodeInstanceSpawnFailed    = "instance.spawn_failed"   // the holder or the agent could not start
-	CodeRuntimeNotImplemented  = "runtime.not_implemented" // host runtime not enabled, or not supported on this OS
-	CodeRuntimeUnavailable     = "runtime.unavailable"     // e.g. container before the helper exists
+	CodeInstanceNotRunning     = "instance.not_running"         // no holder serves the instance
+	CodeInstanceSpawnFailed    = "instance.spawn_failed"        // the holder or the agent could not start
+	CodeNetworkNamesExhausted  = "network.names_exhausted"      // an isolated instance resolved -synthetic-names names already (its resolver answers REFUSED)
+	CodeNetworkNftUnavailable  = "network.nftables_unavailable" // an isolated instance's namespace cannot get the nftables rules of transparent egress; the agent was not started
+	CodeRuntimeNotImplemented  = "runtime.not_implemented"      // host runtime not enabled, or not supported on this OS
+	CodeRuntimeUnavailable     = "runtime.unavailable"          // e.g. container before the helper exists
 	CodeSignalInvalid          = "signal.invalid"
 	CodeStreamSlow             = "stream.slow_client" // an attached client fell behind and was dropped
 	CodeUIDExhausted           = "uid.exhausted"      // no free agent uid in the range
@@ -31,6 +33,8 @@ var Codes = []string{
 	CodeInstanceNotFound,
 	CodeInstanceNotRunning,
 	CodeInstanceSpawnFailed,
+	CodeNetworkNamesExhausted,
+	CodeNetworkNftUnavailable,
 	CodeRuntimeNotImplemented,
 	CodeRuntimeUnavailable,
 	CodeSignalInvalid,
