@@ -4,26 +4,27 @@ go 1.26.0
 
 require (
 	github.com/creack/pty v1.1.24
+	github.com/google/nftables v0.3.0
+	github.com/jsimonetti/rtnetlink/v2 v2.3.0
 	github.com/matryer/is v1.4.1
+	github.com/mdlayher/netlink v1.9.0
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/time v0.16.0
 	hostkit.dev/lib v0.0.0
 )
 
 require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/nftables v0.3.0 // indirect
-	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
-	github.com/mdlayher/netlink v1.9.0 // indirect
 	github.com/mdlayher/socket v0.5.1 // indirect
 	github.com/oklog/run v1.2.0 // indirect
 	github.com/peterbourgon/ff/v3 v3.4.0 // indirect
 	github.com/stretchr/testify v1.8.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace hostkit.dev/lib => ../../lib

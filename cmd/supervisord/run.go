@@ -15,6 +15,7 @@ import (
 	"hostkit.dev/lib/rpc"
 
 	"hostkit.dev/cmd/supervisord/internal/manager"
+	"hostkit.dev/cmd/supervisord/internal/netns"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -49,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logMB := fs.Int("log-max-mb", 10, "size cap of one instance output log file, MiB")
 	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
 	eflags := egressFlags(fs)
+	synthNames := fs.Int("synthetic-names", netns.DefaultMaxNames, "names one isolated instance's resolver gives synthetic addresses to (past it: REFUSED, logged)")
 	proxySock := fs.String("egress-proxy-socket", "", "egressd's proxy socket, bridged into network isolated namespaces (default <run>/egressd/proxy.sock)")
 	tmuxBin := fs.String("tmux", "tmux", "the tmux binary of session_backend tmux")
 	helperSock := fs.String("helper-socket", "", "the containerization-helper's socket, for runtime container (default <run>/helper/api.sock; none: runtime container fails with runtime.unavailable)")
@@ -111,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
 		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
-		HolderPool: *pool,
+		HolderPool: *pool, SyntheticNames: *synthNames,
 		Containers: containers(env.Layout, *helperSock, env.Logger),
 	})
 	if err != nil {

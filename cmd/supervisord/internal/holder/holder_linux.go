@@ -154,9 +154,11 @@ func codeOr(err error, code string) string {
 
 // isolate, for network isolated, creates the agent's network namespace
 // (loopback only), listens on the proxy address inside it and bridges it
-// to egressd's proxy socket until ctx ends. The returned channel is closed
+// to egressd's proxy socket until ctx ends, and gives it transparent
+// egress (h.transparent). The returned channel is closed
 // once the bridge has stopped (at once on the host network). Errors:
-// runtime.unavailable when no namespace can be made.
+// runtime.unavailable when no namespace can be made,
+// network.nftables_unavailable when it cannot get its rules.
 func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	if h.spec.Network != api.NetworkIsolated {
@@ -172,12 +174,19 @@ func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 		ns.Close()
 		return nil, err
 	}
+	egressDone, err := h.transparent(ctx, ns)
+	if err != nil {
+		pl.Close()
+		ns.Close()
+		return nil, err
+	}
 	h.ns = ns
 	go func() {
 		defer close(done)
 		if err := netns.Bridge(ctx, pl, h.spec.ProxySocket, h.log); err != nil {
 			h.log.Error("holder.bridge", slog.Any("err", err))
 		}
+		<-egressDone
 	}()
 	return done, nil
 }

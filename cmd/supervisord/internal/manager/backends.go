@@ -90,7 +90,7 @@ func (m *Manager) backendSpec(md *store.Metadata) error {
 	r := &md.Request
 	md.Spec.Restart, md.Spec.MaxRestarts = r.Restart, int(r.MaxRestarts)
 	if md.Spec.Network == api.NetworkIsolated {
-		md.Spec.ProxySocket = m.cfg.ProxySocket
+		md.Spec.ProxySocket, md.Spec.SyntheticNames = m.cfg.ProxySocket, m.cfg.SyntheticNames
 	}
 	if r.SessionBackend == api.BackendTmux {
 		p, err := m.tmuxPath()

@@ -28,6 +28,7 @@ type Config struct {
 	LogMaxMB           int    // output log size cap per file, MiB (min 1)
 	LogFiles           int    // output log files kept, the current one included (min 1)
 	ProxySocket        string // egressd's proxy.sock, bridged into network isolated namespaces
+	SyntheticNames     int    // -synthetic-names: names an isolated instance's resolver answers for (0: the default)
 	Tmux               string // the tmux binary (session_backend tmux); "" = tmux in PATH
 	Logger             *slog.Logger
 	Egress             *egress.Client // stages leases and registers bundles; nil: credentialed provisioning fails closed

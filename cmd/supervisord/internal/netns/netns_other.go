@@ -3,7 +3,9 @@
 package netns
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 )
 
@@ -21,3 +23,19 @@ func (ns *NS) Listen(addr string) (net.Listener, error) { return nil, errClosed 
 
 // Close does nothing.
 func (ns *NS) Close() {}
+
+// EgressConfig is what transparent egress needs of an instance.
+type EgressConfig struct {
+	ProxySocket, Invocation, Token string
+	Allow                          []string
+	MaxNames                       int
+	Log                            *slog.Logger
+}
+
+// Egress is an instance's transparent egress; none exists on this system.
+type Egress struct{ Names *Names }
+
+// TransparentEgress fails: there is no namespace.
+func (ns *NS) TransparentEgress(ctx context.Context, cfg EgressConfig) (*Egress, <-chan struct{}, error) {
+	return nil, nil, errClosed
+}

@@ -52,11 +52,12 @@ type Spec struct {
 	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
 	LogMaxMB       int               `json:"log_max_mb"`
 	LogFiles       int               `json:"log_files"`
-	Restart        string            `json:"restart,omitempty"`      // never or on-failure
-	MaxRestarts    int               `json:"max_restarts,omitempty"` // consecutive on-failure restarts at most
-	ProxySocket    string            `json:"proxy_socket,omitempty"` // network isolated: egressd's proxy.sock, bridged from 127.0.0.1:4750 in the namespace
-	Tmux           string            `json:"tmux,omitempty"`         // session_backend tmux: the tmux binary
-	TmuxSocket     string            `json:"tmux_socket,omitempty"`  // session_backend tmux: the server's socket
+	Restart        string            `json:"restart,omitempty"`         // never or on-failure
+	MaxRestarts    int               `json:"max_restarts,omitempty"`    // consecutive on-failure restarts at most
+	ProxySocket    string            `json:"proxy_socket,omitempty"`    // network isolated: egressd's proxy.sock, bridged from 127.0.0.1:4750 in the namespace
+	SyntheticNames int               `json:"synthetic_names,omitempty"` // network isolated: names the resolver answers for (0: netns.DefaultMaxNames)
+	Tmux           string            `json:"tmux,omitempty"`            // session_backend tmux: the tmux binary
+	TmuxSocket     string            `json:"tmux_socket,omitempty"`     // session_backend tmux: the server's socket
 }
 
 // Metadata is metadata.json. Only supervisord writes it.
