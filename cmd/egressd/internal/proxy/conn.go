@@ -297,7 +297,16 @@ func (c *conn) handle(req *http.Request) bool {
 		return c.answer(req, b, st, err, giveSlot, watch) && sb.done()
 	}
 	watch.start()
+	info := &interim{c: c}
+	defer info.close() // before any answer is written (also on a panic)
+	if req.ProtoAtLeast(1, 1) {
+		// The upstream's 1xx other than 100 (a 103 Early Hints to a
+		// GET) are relayed as for a streamed body (RFC 9110 section
+		// 15.2: never to an HTTP/1.0 client).
+		in.Informational = info.relay
+	}
 	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
+	info.close()
 	return c.answer(req, b, st, err, giveSlot, watch)
 }
 
