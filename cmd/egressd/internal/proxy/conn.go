@@ -240,7 +240,7 @@ func (c *conn) handle(req *http.Request) bool {
 		var held int
 		var err error
 		body, held, err = c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
-		defer c.s.budget.give(held)
+		defer c.s.budget.Give(held)
 		if err != nil {
 			c.rejectErr(b, req, err, true)
 			return false
@@ -378,8 +378,8 @@ func (s *Server) readBody(req *http.Request, progress func(), cont func() error)
 	if req.ContentLength >= 0 {
 		step = want
 	}
-	if !s.budget.take(step) {
-		return nil, 0, errBudget(s.cfg.BufferBudget)
+	if !s.budget.Take(step) {
+		return nil, 0, errBudget(s.budget.Max())
 	}
 	held = step
 	if cont != nil && expectsContinue(req) {
@@ -394,8 +394,8 @@ func (s *Server) readBody(req *http.Request, progress func(), cont func() error)
 				return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
 			}
 			grow := min(max((len(buf)), 64<<10), limit+1-len(buf))
-			if !s.budget.take(grow) {
-				return nil, held, errBudget(s.cfg.BufferBudget)
+			if !s.budget.Take(grow) {
+				return nil, held, errBudget(s.budget.Max())
 			}
 			held += grow
 			buf = slices.Grow(buf, grow)

@@ -83,7 +83,7 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		in.BodyStream, in.BodyLength = &streamBody{r: req.Body, progress: progress}, req.ContentLength
 	} else {
 		body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
-		defer c.s.budget.give(held)
+		defer c.s.budget.Give(held)
 		if err != nil {
 			refuse(err)
 			return
