@@ -87,13 +87,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Limits:      request.Limits{MaxBody: cfg.MaxBody},
 		MaxResponse: cfg.MaxResponse, IdleTimeout: to.Idle, TotalTimeout: to.Total, StripResponse: cfg.Strip,
 	})
+	// One buffer budget for every body read whole, on either face.
+	budget := pipeline.NewBudget(cfg.BufferBudget)
 	srv := &server.Server{Registry: reg, Pipeline: p, Audit: al, Logger: env.Logger, Info: egressdapi.InfoResponse{
 		CABundlePath: cfg.CABundlePath, Epoch: env.Epoch, ProxyAddress: face.bound.String(), ProxySocket: cfg.ProxySocket,
-	}, StreamIdle: to.Idle}
+	}, StreamIdle: to.Idle, Budget: budget, MaxBody: cfg.MaxBody}
 	px := proxy.New(proxy.Config{
 		Registry: reg, Pipeline: p, Transport: tr, CA: face.ca, Audit: al, Logger: env.Logger, Anonymous: anon,
 		MaxTunnels: cfg.Proxy.MaxTunnels, HandshakeTimeout: cfg.Proxy.Handshake, IdleTimeout: cfg.Proxy.Idle,
-		ExchangeIdle: to.Idle, BufferBudget: cfg.BufferBudget, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
+		ExchangeIdle: to.Idle, BufferBudget: cfg.BufferBudget, Budget: budget, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
 		AuthAuditRate: cfg.Proxy.AuthAuditRate, AuthAuditBurst: int(max(1, 5*cfg.Proxy.AuthAuditRate)),
 		MaxTunnelsPerInvocation: cfg.Proxy.InvTunnels, MaxRequestsPerInvocation: cfg.Proxy.InvRequests, MaxConns: cfg.Proxy.MaxConns,
 		MaxStreamsPerInvocation: cfg.Proxy.InvStreams,
@@ -110,7 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc.Ops = append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra))
 	// egress.request answers can be slow: the caller's deadline bounds
 	// them (lib/rpc), up to 10 minutes. Each open egress.request_stream
-	// holds one of these connections until its answer ends.
+	// or egress.request_upload holds one of these connections until its
+	// answer ends.
 	svc.RPC = rpc.Config{MaxConns: 256}
 	svc.Actors = face.actors(px)
 	return svc.Run(ctx)

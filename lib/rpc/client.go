@@ -111,6 +111,58 @@ func (c *Client) OpenStream(ctx context.Context, op string, req, resp any) (*Str
 	return newStream(conn, sc.br, c.maxFrame), nil
 }
 
+// Pending is an Upload op (Op.Upload) sent and not yet answered
+// (StartStream): the caller sends its frames on Stream while the server
+// works, and reads the answer with Answer.
+type Pending struct {
+	st *Stream
+	sc *Client
+	r  *wire.Request
+	op string
+}
+
+// StartStream sends an Upload op's request on a connection of its own
+// and returns at once, before the answer: the caller sends its frames
+// (Pending.Stream, whose Send is safe to call while Answer waits) and
+// reads the answer with Pending.Answer. The request's deadline (ctx's or
+// the client's timeout) bounds the connection's reads and writes until
+// Answer returns, so it bounds the frames sent before the answer too.
+// Errors: Call's before the request was sent.
+func (c *Client) StartStream(ctx context.Context, op string, req any) (*Pending, error) {
+	sc := &Client{path: c.path, timeout: c.timeout, maxFrame: c.maxFrame}
+	conn, r, err := sc.send(ctx, op, req, nil)
+	if err != nil {
+		sc.drop()
+		return nil, err
+	}
+	return &Pending{st: newStream(conn, sc.br, c.maxFrame), sc: sc, r: r, op: op}, nil
+}
+
+// Stream returns the stream the caller sends its frames on, and reads
+// the server's frames from once Answer accepted.
+func (p *Pending) Stream() *Stream { return p.st }
+
+// Answer waits for the answer (ctx ends the wait early) and decodes an
+// accepting body into resp (nil: discarded). On a refusal or a failure
+// the connection is closed, so a Send under way fails, and the error is
+// Call's (the server's code, connection.closed, request.deadline_exceeded,
+// response.malformed). Once accepted, the connection's deadlines are
+// cleared and the stream carries frames both ways.
+func (p *Pending) Answer(ctx context.Context, resp any) error {
+	ans, err := p.sc.receive(ctx, p.st.conn.(*net.UnixConn), p.r)
+	if err == nil && resp != nil {
+		if uerr := wire.Unmarshal(ans.Body, resp, false); uerr != nil {
+			err = wire.Wrap(wire.CodeResponseMalformed, "response body does not match "+p.op, uerr)
+		}
+	}
+	if err != nil {
+		p.st.conn.Close()
+		return err
+	}
+	p.st.conn.SetDeadline(time.Time{})
+	return nil
+}
+
 func (c *Client) send(ctx context.Context, op string, req any, opts []CallOption) (*net.UnixConn, *wire.Request, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, &wire.Error{Code: wire.CodeRequestDeadline, Msg: "call ended before it was sent", Retry: wire.RetrySafe, Err: err}

@@ -31,7 +31,16 @@ type Call struct {
 
 	kept    any       // what the Handler kept for its StreamFunc (Keep)
 	release func(any) // releases kept when the stream does not start
+	upload  *Stream   // an Upload op's frames (Upload)
 }
+
+// Upload returns the stream of frames the caller sends after its request
+// to an Upload op (Op.Upload), nil for any other op. The Handler may read
+// it (Recv, from one goroutine at a time; it sets its own read deadlines:
+// none is set) and hand the reading on with Keep: the StreamFunc gets this
+// Stream. Nothing may be sent on it before the Handler has returned, since
+// the answer goes first.
+func (c *Call) Upload() *Stream { return c.upload }
 
 // Keep hands v from an op's Handler to its StreamFunc, which reads it
 // back with Kept: something the Handler opened for the stream it
@@ -281,7 +290,14 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 		if s.cfg.Audit != nil {
 			s.cfg.Audit(ctx, Event{Op: opName, Peer: c.Peer, Outcome: outcome, Code: we.Code, Corr: req.Corr})
 		}
-		return s.writeResponse(c, &wire.Response{ID: req.ID, Err: errBody(we)}) == nil
+		// An Upload op's caller may have sent frames after the request,
+		// which cannot be read as requests: the connection ends.
+		upload := opName != "" && s.ops[opName].Upload
+		return s.writeResponse(c, &wire.Response{ID: req.ID, Err: errBody(we)}) == nil && !upload
+	}
+	if op.Upload {
+		call.upload = newStream(c.Conn, c.br, s.cfg.MaxFrame)
+		c.SetReadDeadline(time.Time{}) // the Handler reads with deadlines of its own
 	}
 	rctx := newReqCtx(WithCorr(hctx, req.Corr), call.Deadline)
 	defer rctx.stop()
@@ -300,11 +316,19 @@ func (s *Server) handle(ctx, hctx context.Context, c *srvConn, req *wire.Request
 		c.log().Info("rpc.conn_closed", slog.String("reason", "write: "+classifyNetErr(err)), slog.String("op", op.Name))
 		return false
 	}
+	if op.Upload && werr != nil {
+		return false // the caller's frames may follow: nothing more can be framed
+	}
 	if op.Stream == nil || werr != nil {
 		return true
 	}
-	c.SetDeadline(time.Time{})
-	st := newStream(c.Conn, c.br, s.cfg.MaxFrame)
+	st := call.upload
+	if st == nil {
+		c.SetDeadline(time.Time{})
+		st = newStream(c.Conn, c.br, s.cfg.MaxFrame)
+	} else {
+		c.SetWriteDeadline(time.Time{}) // the reads keep the Handler's deadlines
+	}
 	sctx, scancel := context.WithCancel(WithCorr(ctx, req.Corr))
 	defer scancel()
 	// When the server stops, a StreamFunc blocked in Recv is woken: its

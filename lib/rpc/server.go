@@ -32,6 +32,13 @@ type Op struct {
 	Handler      Handler    // required
 	Stream       StreamFunc // set for stream ops
 	IdemRequired bool       // refuse requests without an idempotency key (request.idempotency_required)
+	// Upload marks a stream op whose caller sends stream frames right
+	// after its request, before the answer (a request body sent as it is
+	// produced): the Handler reads them from Call.Upload while it works,
+	// and the StreamFunc gets the same Stream. The connection carries no
+	// request after an Upload op: a refusal closes it once written (the
+	// caller's frames may follow the request). Requires Stream.
+	Upload bool
 }
 
 // Listener is what a Server accepts connections from: *sock.Listener.
@@ -96,7 +103,8 @@ type Server struct {
 }
 
 // NewServer validates cfg and the op table. Errors: a duplicate or unnamed
-// op, a missing handler, or a missing logger.
+// op, a missing handler, an Upload op without a StreamFunc, or a missing
+// logger.
 func NewServer(cfg Config, ops ...Op) (*Server, error) {
 	if cfg.Logger == nil {
 		return nil, errors.New("rpc.NewServer: Logger is required")
@@ -139,6 +147,9 @@ func NewServer(cfg Config, ops ...Op) (*Server, error) {
 		op := ops[i]
 		if op.Name == "" || op.Handler == nil {
 			return nil, errors.New("rpc.NewServer: op needs a name and a handler")
+		}
+		if op.Upload && op.Stream == nil {
+			return nil, errors.New("rpc.NewServer: upload op " + op.Name + " needs a StreamFunc")
 		}
 		if _, dup := s.ops[op.Name]; dup {
 			return nil, errors.New("rpc.NewServer: duplicate op " + op.Name)

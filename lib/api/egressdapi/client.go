@@ -2,8 +2,11 @@ package egressdapi
 
 import (
 	"context"
+	"io"
+	"sync"
 
 	"hostkit.dev/lib/rpc"
+	"hostkit.dev/lib/wire"
 )
 
 // Client is a typed client for egressd's API socket.
@@ -64,6 +67,87 @@ func (c *Client) RequestStream(ctx context.Context, req *RequestRequest) (*Respo
 		return nil, err
 	}
 	return &ResponseStream{Status: acc.Status, Headers: acc.Headers, st: st}, nil
+}
+
+// RequestUpload sends one mediated HTTP request whose body is read from
+// body as egressd sends it upstream (egress.request_upload; req.Body must
+// be empty), and returns the answer as RequestStream does. The body goes
+// in data frames of at most StreamDataMax bytes, on a goroutine of
+// RequestUpload's, then eof once body returns io.EOF; a body that fails
+// instead (any other error) ends the exchange without eof, so the
+// upstream never gets a request that looks complete, and RequestUpload
+// returns it (request.invalid, wrapping it; after the answer was
+// accepted, ResponseStream.Read does). ctx (its deadline) bounds the body's upload and the
+// wait for the answer's header. The caller keeps body (it is not
+// closed); when the answer comes before the body has been read to its
+// end, the rest keeps going up until it ends or the stream is closed,
+// and a Read of body under way when the stream is closed is left to
+// return (the goroutine ends then). Errors are RequestStream's, and
+// egress.secret_in_request, egress.placeholder_misuse or
+// egress.manual_credential_rejected for a body the outbound scan refused
+// (before the answer's header; after it, ResponseStream.Read returns
+// them), egress.timeout for a body that stopped coming for egressd's
+// -idle-timeout, egress.too_large and server.busy for a body egressd
+// reads whole (a credential placed in the body).
+func (c *Client) RequestUpload(ctx context.Context, req *RequestRequest, body io.Reader) (*ResponseStream, error) {
+	p, err := c.c.StartStream(ctx, OpEgressRequestUpload, req)
+	if err != nil {
+		return nil, err
+	}
+	st := p.Stream()
+	up := &bodySender{st: st}
+	go up.send(body)
+	var acc RequestStreamResponse
+	if err := p.Answer(ctx, &acc); err != nil {
+		if berr := up.failed(); berr != nil {
+			return nil, berr // the caller's body failed: that ended it
+		}
+		return nil, err
+	}
+	return &ResponseStream{Status: acc.Status, Headers: acc.Headers, st: st, body: up}, nil
+}
+
+// bodySender sends a request body on an upload's stream.
+type bodySender struct {
+	st  *rpc.Stream
+	mu  sync.Mutex
+	err error // the body reader's failure
+}
+
+// send sends body in data frames, then eof. A body whose Read fails is
+// ended with detach instead (never eof), its error kept first: the
+// answer that detach brings is then known to be the body's doing.
+func (b *bodySender) send(body io.Reader) {
+	buf := make([]byte, StreamDataMax)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if b.st.Send(&wire.StreamFrame{T: wire.StreamData, B: buf[:n]}) != nil {
+				return // the stream ended: its reader says why
+			}
+		}
+		switch {
+		case err == io.EOF:
+			_ = b.st.Send(&wire.StreamFrame{T: wire.StreamEOF})
+			return
+		case err != nil:
+			b.mu.Lock()
+			b.err = &wire.Error{Code: wire.CodeRequestInvalid, Msg: "the request body could not be read", Retry: wire.RetryAfterObserve, Err: err}
+			b.mu.Unlock()
+			_ = b.st.Send(&wire.StreamFrame{T: wire.StreamDetach})
+			return
+		}
+	}
+}
+
+// failed returns the body reader's failure (nil: none).
+func (b *bodySender) failed() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // Stats returns accounting for one invocation ("" = every bundle).

@@ -19,6 +19,13 @@ const (
 	// headers (RequestStreamResponse), then the body in data frames as
 	// it arrives, the trailers, and eof (docs/egressd.md, "Ops").
 	OpEgressRequestStream = "egress.request_stream"
+	// OpEgressRequestUpload is egress.request_stream with the request
+	// body streamed too: the request carries no body, and the caller
+	// sends it right after the request in data frames of 1 to
+	// StreamDataMax bytes, then eof, while egressd sends it upstream as
+	// it arrives; the answer is egress.request_stream's
+	// (docs/egressd.md, "Ops").
+	OpEgressRequestUpload = "egress.request_upload"
 	OpEgressStats         = "egress.stats"
 )
 

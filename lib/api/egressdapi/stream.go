@@ -22,10 +22,11 @@ type ResponseStream struct {
 	Headers []Header
 
 	st       *rpc.Stream
-	pending  []byte   // data not yet returned by Read
-	err      error    // terminal: io.EOF after eof, or the stream's error
-	trailers []Header // from the trailers frame
-	trailed  bool     // a trailers frame arrived
+	pending  []byte      // data not yet returned by Read
+	err      error       // terminal: io.EOF after eof, or the stream's error
+	trailers []Header    // from the trailers frame
+	trailed  bool        // a trailers frame arrived
+	body     *bodySender // egress.request_upload's (nil for egress.request_stream)
 	done     atomic.Bool
 	closed   atomic.Bool
 }
@@ -95,6 +96,8 @@ func (r *ResponseStream) end(err error) {
 // recvError types a failed receive.
 func (r *ResponseStream) recvError(err error) error {
 	switch {
+	case r.body.failed() != nil:
+		return r.body.failed() // the request body failed: that ended the stream
 	case r.closed.Load():
 		return wire.Wrap(wire.CodeStreamClosed, "the stream was closed", err)
 	case wire.HasCode(err, wire.CodeFrameTruncated):

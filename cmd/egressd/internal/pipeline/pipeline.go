@@ -141,10 +141,14 @@ type Input struct {
 	// BodyLength is BodyStream's announced length in bytes (-1: unknown,
 	// sent chunked to an HTTP/1.1 upstream).
 	BodyLength int64
-	// Informational, when set with BodyStream, receives each 1xx answer
-	// of the upstream before the final one (100 Continue, 103 Early
-	// Hints; never 101) with its fields sanitized. It runs on the
-	// transport's goroutine before DoStream returns, or not at all.
+	// Informational, when set, receives each 1xx answer of the upstream
+	// before the final one (100 Continue, 103 Early Hints; never 101)
+	// with its fields sanitized as a header's; an answer whose fields
+	// hold a value in a form that cannot be removed is not passed on.
+	// A 100 is passed on only with BodyStream (a body sent whole went
+	// without the client's Expect, which egressd answered itself). It
+	// runs on the transport's goroutine before DoStream returns, or not
+	// at all.
 	Informational func(status int, header []request.Field)
 }
 

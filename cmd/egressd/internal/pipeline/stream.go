@@ -151,7 +151,10 @@ func (p *Pipeline) doStream(ctx context.Context, in Input, d *decision) (*Stream
 	if st.up != nil {
 		resp, err = p.sendUpload(rctx, sent, route, in, st.up)
 	} else {
-		resp, err = p.Send(rctx, sent, route, in.Upgrade)
+		// A body sent whole went without the client's Expect: an
+		// upstream's 100 answers nothing the client asked, but its other
+		// 1xx (a 103 Early Hints to a GET) are the client's.
+		resp, err = p.Send(p.withInformational(rctx, skipContinue(in.Informational)), sent, route, in.Upgrade)
 	}
 	if err != nil {
 		err = st.readErr(err, false)

@@ -178,6 +178,19 @@ func (p *Pipeline) withInformational(ctx context.Context, f func(int, []request.
 	}})
 }
 
+// skipContinue returns f without its 100 (Continue) answers (nil for a
+// nil f).
+func skipContinue(f func(int, []request.Field)) func(int, []request.Field) {
+	if f == nil {
+		return nil
+	}
+	return func(code int, h []request.Field) {
+		if code != http.StatusContinue {
+			f(code, h)
+		}
+	}
+}
+
 // sendUpload is Send for a request whose body streams (up): the body
 // goes with its announced length (-1: chunked on HTTP/1.1), and a
 // client's "Expect: 100-continue" goes to the upstream, whose 1xx

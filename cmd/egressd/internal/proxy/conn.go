@@ -248,7 +248,7 @@ func (c *conn) handle(req *http.Request) bool {
 		var held int
 		var err error
 		body, held, err = c.s.readBody(req, func() { c.readBy(c.s.cfg.ExchangeIdle) }, c.continue100)
-		defer c.s.budget.give(held)
+		defer c.s.budget.Give(held)
 		if err != nil {
 			c.rejectErr(b, req, err, true)
 			return false
@@ -308,7 +308,16 @@ func (c *conn) handle(req *http.Request) bool {
 		return c.answer(req, b, st, err, giveSlot, watch) && sb.done()
 	}
 	watch.start()
+	info := &interim{c: c}
+	defer info.close() // before any answer is written (also on a panic)
+	if req.ProtoAtLeast(1, 1) {
+		// The upstream's 1xx other than 100 (a 103 Early Hints to a
+		// GET) are relayed as for a streamed body (RFC 9110 section
+		// 15.2: never to an HTTP/1.0 client).
+		in.Informational = info.relay
+	}
 	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
+	info.close()
 	return c.answer(req, b, st, err, giveSlot, watch)
 }
 
@@ -380,8 +389,8 @@ func (s *Server) readBody(req *http.Request, progress func(), cont func() error)
 	if req.ContentLength >= 0 {
 		step = want
 	}
-	if !s.budget.take(step) {
-		return nil, 0, errBudget(s.cfg.BufferBudget)
+	if !s.budget.Take(step) {
+		return nil, 0, errBudget(s.budget.Max())
 	}
 	held = step
 	if cont != nil && expectsContinue(req) {
@@ -396,8 +405,8 @@ func (s *Server) readBody(req *http.Request, progress func(), cont func() error)
 				return nil, held, wire.Errorf(egressdapi.CodeTooLarge, "body is larger than %d bytes", limit)
 			}
 			grow := min(max((len(buf)), 64<<10), limit+1-len(buf))
-			if !s.budget.take(grow) {
-				return nil, held, errBudget(s.cfg.BufferBudget)
+			if !s.budget.Take(grow) {
+				return nil, held, errBudget(s.budget.Max())
 			}
 			held += grow
 			buf = slices.Grow(buf, grow)

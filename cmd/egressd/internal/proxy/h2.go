@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -82,7 +83,7 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 		in.BodyStream, in.BodyLength = &streamBody{r: req.Body, progress: progress}, req.ContentLength
 	} else {
 		body, held, err := c.s.readBody(req, progress, nil) // net/http2 sends 100 (Continue) on the first read
-		defer c.s.budget.give(held)
+		defer c.s.budget.Give(held)
 		if err != nil {
 			refuse(err)
 			return
@@ -102,7 +103,10 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 	// A reset stream or a closed connection ends the stream's context.
 	stop := context.AfterFunc(req.Context(), func() { cancel(pipeline.ErrClientGone) })
 	defer stop()
+	info := &h2Interim{w: w}
+	in.Informational = info.relay
 	st, err := c.s.cfg.Pipeline.DoStream(ctx, in)
+	info.close()
 	giveSlot()
 	if err != nil {
 		if wire.CodeOf(err) != egressdapi.CodeClientClosed {
@@ -117,6 +121,42 @@ func (c *conn) serveStream(w http.ResponseWriter, req *http.Request) {
 	defer c.s.invStreams.give(b.Invocation)
 	defer st.Close()
 	streamH2(w, req, st, c.s.cfg.ExchangeIdle)
+}
+
+// h2Interim relays the upstream's 1xx answers but 100 (a 103 Early
+// Hints) to an HTTP/2 stream as HEADERS frames of their own (RFC 9113
+// section 8.1), with their sanitized fields. net/http2 sends the
+// stream's 100 (Continue) itself when the body is first read. close ends
+// it before the final answer is written.
+type h2Interim struct {
+	w      http.ResponseWriter
+	mu     sync.Mutex
+	closed bool
+}
+
+// relay writes one 1xx answer: the fields go in the handler's header map
+// for the write and out of it after (net/http2 keeps the map for the
+// final answer).
+func (i *h2Interim) relay(status int, header []request.Field) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed || status == http.StatusContinue {
+		return
+	}
+	h := i.w.Header()
+	for _, f := range header {
+		h[f.Name] = append(h[f.Name], f.Value)
+	}
+	i.w.WriteHeader(status)
+	for _, f := range header {
+		delete(h, f.Name)
+	}
+}
+
+func (i *h2Interim) close() {
+	i.mu.Lock()
+	i.closed = true
+	i.mu.Unlock()
 }
 
 // streamH2 writes a streamed answer to an HTTP/2 stream: the head with

@@ -55,6 +55,10 @@ type Config struct {
 	MaxHeaderBytes   int           // request line and header block; default 64 KiB
 	MaxBody          int           // request body, read whole before the request is sent; default 32 MiB
 	BufferBudget     int           // request body bytes held by all requests at once; default 256 MiB (past it: 503 server.busy)
+	// Budget, when set, is the buffer budget shared with egressd's other
+	// faces (egress.request_upload), used in place of one of
+	// BufferBudget bytes.
+	Budget *pipeline.Budget
 
 	// MaxTunnelsPerInvocation bounds the tunnels one invocation holds at
 	// once (default MaxTunnels/4), MaxRequestsPerInvocation its requests
@@ -95,13 +99,13 @@ type Server struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
-	invTunnels     *slots        // tunnels per invocation
-	invRequests    *slots        // requests in the pipeline per invocation
-	invStreams     *slots        // answers streaming per invocation
-	budget         *budget       // request body bytes held (BufferBudget)
-	authAudit      *rate.Limiter // failed authentications' audit records
-	authSuppressed atomic.Uint64 // failures not audited since the last record
-	bufs           bufPools      // connections' readers and writers (bufs.go)
+	invTunnels     *slots           // tunnels per invocation
+	invRequests    *slots           // requests in the pipeline per invocation
+	invStreams     *slots           // answers streaming per invocation
+	budget         *pipeline.Budget // request body bytes held (Budget, or BufferBudget)
+	authAudit      *rate.Limiter    // failed authentications' audit records
+	authSuppressed atomic.Uint64    // failures not audited since the last record
+	bufs           bufPools         // connections' readers and writers (bufs.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -151,10 +155,13 @@ func New(cfg Config) *Server {
 	if cfg.AuthAuditBurst <= 0 {
 		cfg.AuthAuditBurst = 100
 	}
+	if cfg.Budget == nil {
+		cfg.Budget = pipeline.NewBudget(cfg.BufferBudget)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{},
-		budget:      &budget{max: int64(cfg.BufferBudget)},
+		budget:      cfg.Budget,
 		authAudit:   rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst),
 		invTunnels:  newSlots(cfg.MaxTunnelsPerInvocation),
 		invRequests: newSlots(cfg.MaxRequestsPerInvocation), invStreams: newSlots(cfg.MaxStreamsPerInvocation)}

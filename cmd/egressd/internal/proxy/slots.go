@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // slots counts what each invocation holds at once (tunnels, or requests in
@@ -37,22 +36,3 @@ func (s *slots) give(inv string) {
 	}
 	s.held[inv]--
 }
-
-// budget is a daemon-wide allowance of bytes (request bodies held in
-// memory at once): take reserves, give returns.
-type budget struct {
-	max  int64
-	used atomic.Int64
-}
-
-// take reserves n bytes and reports whether they fitted.
-func (b *budget) take(n int) bool {
-	if b.used.Add(int64(n)) > b.max {
-		b.used.Add(-int64(n))
-		return false
-	}
-	return true
-}
-
-// give returns n bytes that take reserved.
-func (b *budget) give(n int) { b.used.Add(-int64(n)) }

@@ -119,11 +119,12 @@ func (w *lateWatch) stop() {
 	}
 }
 
-// interim writes 1xx answers to an HTTP/1.1 client while its request
-// streams: the upstream's (relayed from the transport's goroutine), or
-// egressd's own 100 (Continue) when the upstream starts to read a body
-// the client holds back for one without having sent it. close ends it
-// before the final answer is written.
+// interim writes 1xx answers to an HTTP/1.1 client while its request is
+// under way: the upstream's (relayed from the transport's goroutine; for
+// a body read whole, every 1xx but 100), or egressd's own 100 (Continue)
+// when the upstream starts to read a streamed body the client holds back
+// for one without having sent it. close ends it before the final answer
+// is written.
 type interim struct {
 	c      *conn
 	mu     sync.Mutex

@@ -1,6 +1,6 @@
 // Package server maps egressd's ops (lib/api/egressdapi) onto the bundle
 // registry and the pipeline: bundle.register, bundle.drop, bundle.list, egress.info,
-// egress.request, egress.request_stream, egress.stats, and the bundle
+// egress.request, egress.request_stream, egress.request_upload, egress.stats, and the bundle
 // counts health reports.
 package server
 
@@ -31,6 +31,28 @@ type Server struct {
 	// (-idle-timeout); past it the exchange ends as egress.client_closed.
 	// Zero: DefaultStreamIdle.
 	StreamIdle time.Duration
+	// Budget is the daemon-wide buffer budget an egress.request_upload
+	// body read whole takes from (shared with the proxy face).
+	Budget *pipeline.Budget
+	// MaxBody caps an egress.request_upload body read whole, in bytes
+	// (-max-request-body; past it egress.too_large). Zero: 32 MiB.
+	MaxBody int
+}
+
+// idle is StreamIdle or its default.
+func (s *Server) idle() time.Duration {
+	if s.StreamIdle <= 0 {
+		return DefaultStreamIdle
+	}
+	return s.StreamIdle
+}
+
+// maxBody is MaxBody or its default.
+func (s *Server) maxBody() int {
+	if s.MaxBody <= 0 {
+		return 32 << 20
+	}
+	return s.MaxBody
 }
 
 // Ops returns the op table (health is added by the caller).
@@ -42,6 +64,7 @@ func (s *Server) Ops() []rpc.Op {
 		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.info},
 		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.request},
 		{Name: egressdapi.OpEgressRequestStream, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.requestStream, Stream: s.streamAnswer},
+		{Name: egressdapi.OpEgressRequestUpload, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.requestUpload, Stream: s.streamAnswer, Upload: true},
 		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: s.stats},
 	}
 }

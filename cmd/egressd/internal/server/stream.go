@@ -26,18 +26,33 @@ var errStopping = errors.New("server: egressd is stopping")
 // exchange is an answer egress.request_stream accepted, kept for
 // streamAnswer (rpc.Call.Keep).
 type exchange struct {
-	st     *pipeline.Stream
-	ctx    context.Context // DoStream's: its cause says who ended it
+	st     *pipeline.Stream // nil until the answer was accepted
+	ctx    context.Context  // DoStream's: its cause says who ended it
 	cancel context.CancelCauseFunc
 	once   sync.Once
+	// body is egress.request_upload's request body, whose reader also
+	// watches the client once the body ended (nil for
+	// egress.request_stream: watchClient does).
+	body   *frameBody
+	budget *pipeline.Budget // holds held bytes of a body read whole
+	held   int
 }
 
 // close ends the exchange (its after record and decision line are
-// written), once.
+// written, the body's reader stops, the buffer budget is given back),
+// once.
 func (x *exchange) close() {
 	x.once.Do(func() {
-		x.st.Close()
+		if x.st != nil {
+			x.st.Close()
+		}
 		x.cancel(nil)
+		if x.body != nil {
+			x.body.stop()
+		}
+		if x.held > 0 {
+			x.budget.Give(x.held)
+		}
 	})
 }
 
@@ -95,17 +110,21 @@ func (s *Server) streamAnswer(ctx context.Context, call *rpc.Call, st *rpc.Strea
 		return wire.Errorf(wire.CodeInternal, "no exchange was kept for the stream")
 	}
 	defer x.close()
-	var stopping atomic.Bool
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watchClient(ctx, x, st, &stopping)
-	}()
-	defer func() {
-		stopping.Store(true)
-		st.Conn().SetReadDeadline(time.Unix(1, 0)) // wakes the watch
-		<-watched
-	}()
+	if x.body != nil {
+		x.body.setServing(ctx)
+	} else { // an upload's body reader watches the client itself
+		var stopping atomic.Bool
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			watchClient(ctx, x, st, &stopping)
+		}()
+		defer func() {
+			stopping.Store(true)
+			st.Conn().SetReadDeadline(time.Unix(1, 0)) // wakes the watch
+			<-watched
+		}()
+	}
 	stop := context.AfterFunc(ctx, func() { x.cancel(errStopping) })
 	defer stop()
 	if err := s.pump(x, st); err != nil {
@@ -160,11 +179,7 @@ func (s *Server) pump(x *exchange, st *rpc.Stream) error {
 
 // send writes f, taking at most StreamIdle.
 func (s *Server) send(st *rpc.Stream, f *wire.StreamFrame) error {
-	idle := s.StreamIdle
-	if idle <= 0 {
-		idle = DefaultStreamIdle
-	}
-	st.Conn().SetWriteDeadline(time.Now().Add(idle))
+	st.Conn().SetWriteDeadline(time.Now().Add(s.idle()))
 	return st.Send(f)
 }
 
