@@ -208,7 +208,7 @@ func TestAdvWSAuditEndedBy(t *testing.T) {
 			}
 			p.send(true, wsframe.OpText, b)
 		}
-	})
+	}, "-idle-timeout", streamIdle.String())
 	c := a.dialWS(t, "/ws")
 	for start := time.Now(); time.Since(start) < streamIdle+time.Second; time.Sleep(250 * time.Millisecond) {
 		is.NoErr(c.send(true, wsframe.OpText, []byte("busy")))
@@ -255,7 +255,7 @@ func TestAdvWSShutdown(t *testing.T) {
 func TestAdvH2ClientNeverReads(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	f := newLLMFixture(t)
+	f := newLLMFixture(t, "-idle-timeout", streamIdle.String())
 	host := strings.TrimPrefix(f.url, "https://")
 	c, err := net.Dial("tcp", f.info.ProxyAddress)
 	is.NoErr(err)
@@ -310,7 +310,7 @@ func TestAdvH2ClientNeverReads(t *testing.T) {
 func TestAdvWSUpstreamNeverReads(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	a := newAdvWS(t, func(p *wsPeer) { time.Sleep(30 * time.Second) })
+	a := newAdvWS(t, func(p *wsPeer) { time.Sleep(30 * time.Second) }, "-idle-timeout", streamIdle.String())
 	c := a.dialWS(t, "/ws")
 	big := make([]byte, 8<<20)
 	go func() {
@@ -547,7 +547,7 @@ func TestAdvWSControlFramesCounted(t *testing.T) {
 func TestAdvWSEmptyFramesBounded(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	a := newAdvWS(t, func(p *wsPeer) { p.recvAll(20 * time.Second) }, "-max-request-body", "1048576")
+	a := newAdvWS(t, func(p *wsPeer) { p.recvAll(20 * time.Second) }, "-max-request-body", "1048576", "-idle-timeout", streamIdle.String())
 	c := a.dialWS(t, "/ws")
 	is.NoErr(c.send(false, wsframe.OpText, nil))
 	empty := wsframe.AppendHeader(nil, wsframe.Header{Opcode: wsframe.OpContinuation, Masked: true})
@@ -576,7 +576,7 @@ func TestAdvWSEmptyFramesBounded(t *testing.T) {
 func TestAdvH2StalledBody(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	f := newLLMFixture(t, "-buffer-budget", "2097152", "-max-request-body", "1048576")
+	f := newLLMFixture(t, "-buffer-budget", "2097152", "-max-request-body", "1048576", "-idle-timeout", streamIdle.String())
 	fr, host := f.h2Dial(t)
 	for _, id := range []uint32{1, 3} {
 		h2Headers(t, fr, id, false, ":method", "POST", ":scheme", "https", ":authority", host, ":path", "/stall",
