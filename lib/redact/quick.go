@@ -1,5 +1,7 @@
 package redact
 
+import "unicode/utf8"
+
 // The quiet fast path. While no transducer holds anything, every round
 // above the first mirrors the one below it, every view's second lane
 // mirrors its first, and every lane is in its automata's start state
@@ -128,7 +130,7 @@ func (v *views) quick(b []byte, org int64) int {
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
 		}
-		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (v.asIs(b[i+1:]) || v.breakPasses(b, i)) {
+		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (v.asIs(b[i+1:]) || v.breakPasses(b, i) || v.stopPasses(b, i)) {
 			i++ // b[i] begins nothing that b[i+1] continues
 			continue
 		}
@@ -206,6 +208,71 @@ func (v *views) breakPasses(b []byte, i int) bool {
 		j++
 	}
 	return j > i+1 && j < len(b) && !plainStop[b[j]] && !v.q.pair(b[i], b[j])
+}
+
+// stopPasses reports whether b[i] (which wakes a lane) is followed by
+// a plainStop byte that quick reads next without the long way
+// (inertStop), and b[i] begins nothing with any byte that some view
+// reads right after it: the stop's bytes as they are (the text view),
+// the bytes an escape decodes to (the '+' view and the rounds), a space
+// for '+' (the '+' view), and, when the stop is or decodes to line
+// breaks, the byte after them (the views without line breaks, which
+// read it next when they drop the run; endsBreaks has it reach them as
+// it is, and it must begin no invisible character, which their twins
+// would skip). No pattern is a single byte, so every view is then in
+// the state it would be in had b[i] woken nothing.
+func (v *views) stopPasses(b []byte, i int) bool {
+	j := i + 1
+	if !plainStop[b[j]] {
+		return false
+	}
+	n := v.inertStop(b[j:])
+	if n == 0 {
+		return false
+	}
+	c1 := b[i]
+	for _, x := range b[j : j+n] {
+		if v.q.pair(c1, x) {
+			return false
+		}
+	}
+	breaks := newline[b[j]]
+	switch b[j] {
+	case '+':
+		if v.q.pair(c1, ' ') {
+			return false
+		}
+	case '\\', '%', '=':
+		kind, r, _, _ := decideQuiet(b[j:])
+		var enc [utf8.UTFMax]byte
+		d := enc[:0]
+		switch kind {
+		case escRune:
+			d = utf8.AppendRune(d, r)
+		case escByte:
+			d = append(d, byte(r))
+		}
+		for _, x := range d {
+			if v.q.pair(c1, x) {
+				return false
+			}
+		}
+		if len(d) == 1 && newline[d[0]] {
+			// A run of "\n" and "\r" escapes (inertBreaks): either
+			// line break may come right after b[i].
+			breaks = true
+			if v.q.pair(c1, '\n') || v.q.pair(c1, '\r') {
+				return false
+			}
+		}
+	}
+	if breaks {
+		k := j + n
+		if k >= len(b) || v.q.pair(c1, b[k]) || !v.asIs(b[k:]) && b[k] != '+' {
+			return false
+		}
+	}
+	return true
 }
 
 // excursion follows b, which begins with a byte that wakes some lane,
