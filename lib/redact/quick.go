@@ -36,8 +36,14 @@ import "unicode/utf8"
 //     For any other pair, with c2 no plainStop byte, quick reads c1 as
 //     if it woke nothing (no pattern is a single byte, so none ends at
 //     c1 either).
+//   - shortInert: the bytes c for which the two-byte JSON escape "\\c"
+//     is inert (inertEscape): c names an escape ('"', '\\', '/', 'b',
+//     'f', 't'; not the line breaks, which inertBreaks reads as a run),
+//     neither '\\' nor c wakes a lane, and what it decodes to is no
+//     byte quick looks at. The escape is decided by c alone.
 type quickTables struct {
 	wakes, interest byteSet
+	shortInert      byteSet
 	pairs           [65536 / 64]uint64
 }
 
@@ -86,6 +92,12 @@ func newQuickTables(full, hex *automaton) *quickTables {
 	for c := range 256 {
 		q.interest[c] = q.wakes[c] || plainStop[c]
 	}
+	if !q.wakes['\\'] {
+		for _, c := range []byte(`"\\/bft`) {
+			r, _ := jsonEscape([]byte{'\\', c})
+			q.shortInert[c] = !q.wakes[c] && !q.interest[byte(r)]
+		}
+	}
 	return q
 }
 
@@ -130,9 +142,15 @@ func (v *views) quick(b []byte, org int64) int {
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
 		}
-		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (v.asIs(b[i+1:]) || v.breakPasses(b, i) || v.stopPasses(b, i)) {
-			i++ // b[i] begins nothing that b[i+1] continues
-			continue
+		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) {
+			if v.asIs(b[i+1:]) || v.breakPasses(b, i) {
+				i++ // b[i] begins nothing that b[i+1] continues
+				continue
+			}
+			if n := v.stopPasses(b, i); n > 0 {
+				i += 1 + n // b[i], then the stop (which inertStop reads as n bytes)
+				continue
+			}
 		}
 		e, ok := v.excursion(b[i:])
 		if ok {
@@ -210,9 +228,9 @@ func (v *views) breakPasses(b []byte, i int) bool {
 	return j > i+1 && j < len(b) && !plainStop[b[j]] && !v.q.pair(b[i], b[j])
 }
 
-// stopPasses reports whether b[i] (which wakes a lane) is followed by
-// a plainStop byte that quick reads next without the long way
-// (inertStop), and b[i] begins nothing with any byte that some view
+// stopPasses returns the length of the stop after b[i] (which wakes a
+// lane), or 0, when b[i] is followed by a plainStop byte that quick
+// reads without the long way (inertStop), and b[i] begins nothing with any byte that some view
 // reads right after it: the stop's bytes as they are (the text view),
 // the bytes an escape decodes to (the '+' view and the rounds), a space
 // for '+' (the '+' view), and, when the stop is or decodes to line
@@ -221,26 +239,26 @@ func (v *views) breakPasses(b []byte, i int) bool {
 // it is, and it must begin no invisible character, which their twins
 // would skip). No pattern is a single byte, so every view is then in
 // the state it would be in had b[i] woken nothing.
-func (v *views) stopPasses(b []byte, i int) bool {
+func (v *views) stopPasses(b []byte, i int) int {
 	j := i + 1
 	if !plainStop[b[j]] {
-		return false
+		return 0
 	}
 	n := v.inertStop(b[j:])
 	if n == 0 {
-		return false
+		return 0
 	}
 	c1 := b[i]
 	for _, x := range b[j : j+n] {
 		if v.q.pair(c1, x) {
-			return false
+			return 0
 		}
 	}
 	breaks := newline[b[j]]
 	switch b[j] {
 	case '+':
 		if v.q.pair(c1, ' ') {
-			return false
+			return 0
 		}
 	case '\\', '%', '=':
 		kind, r, _, _ := decideQuiet(b[j:])
@@ -254,7 +272,7 @@ func (v *views) stopPasses(b []byte, i int) bool {
 		}
 		for _, x := range d {
 			if v.q.pair(c1, x) {
-				return false
+				return 0
 			}
 		}
 		if len(d) == 1 && newline[d[0]] {
@@ -262,17 +280,17 @@ func (v *views) stopPasses(b []byte, i int) bool {
 			// line break may come right after b[i].
 			breaks = true
 			if v.q.pair(c1, '\n') || v.q.pair(c1, '\r') {
-				return false
+				return 0
 			}
 		}
 	}
 	if breaks {
 		k := j + n
 		if k >= len(b) || v.q.pair(c1, b[k]) || !v.asIs(b[k:]) && b[k] != '+' {
-			return false
+			return 0
 		}
 	}
-	return true
+	return n
 }
 
 // excursion follows b, which begins with a byte that wakes some lane,

@@ -88,6 +88,9 @@ func (v *views) inertStop(b []byte) int {
 
 // inertEscape is inertStop for an escape introducer at b[0].
 func (v *views) inertEscape(b []byte) int {
+	if b[0] == '\\' && len(b) >= 2 && v.q.shortInert[b[1]] {
+		return 2
+	}
 	kind, r, n, seen := decideQuiet(b)
 	if kind == escNeed {
 		return 0
