@@ -1,5 +1,7 @@
 package redact
 
+import "unicode/utf8"
+
 // The quiet fast path. While no transducer holds anything, every round
 // above the first mirrors the one below it, every view's second lane
 // mirrors its first, and every lane is in its automata's start state
@@ -34,8 +36,14 @@ package redact
 //     For any other pair, with c2 no plainStop byte, quick reads c1 as
 //     if it woke nothing (no pattern is a single byte, so none ends at
 //     c1 either).
+//   - shortInert: the bytes c for which the two-byte JSON escape "\\c"
+//     is inert (inertEscape): c names an escape ('"', '\\', '/', 'b',
+//     'f', 't'; not the line breaks, which inertBreaks reads as a run),
+//     neither '\\' nor c wakes a lane, and what it decodes to is no
+//     byte quick looks at. The escape is decided by c alone.
 type quickTables struct {
 	wakes, interest byteSet
+	shortInert      byteSet
 	pairs           [65536 / 64]uint64
 }
 
@@ -84,6 +92,12 @@ func newQuickTables(full, hex *automaton) *quickTables {
 	for c := range 256 {
 		q.interest[c] = q.wakes[c] || plainStop[c]
 	}
+	if !q.wakes['\\'] {
+		for _, c := range []byte(`"\\/bft`) {
+			r, _ := jsonEscape([]byte{'\\', c})
+			q.shortInert[c] = !q.wakes[c] && !q.interest[byte(r)]
+		}
+	}
 	return q
 }
 
@@ -128,9 +142,15 @@ func (v *views) quick(b []byte, org int64) int {
 			// An introducer that every round reads as itself, and
 			// that wakes a lane: the excursion takes it as text.
 		}
-		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) && (v.asIs(b[i+1:]) || v.breakPasses(b, i)) {
-			i++ // b[i] begins nothing that b[i+1] continues
-			continue
+		if i+1 < len(b) && !v.q.pair(b[i], b[i+1]) {
+			if v.asIs(b[i+1:]) || v.breakPasses(b, i) {
+				i++ // b[i] begins nothing that b[i+1] continues
+				continue
+			}
+			if n := v.stopPasses(b, i); n > 0 {
+				i += 1 + n // b[i], then the stop (which inertStop reads as n bytes)
+				continue
+			}
 		}
 		e, ok := v.excursion(b[i:])
 		if ok {
@@ -206,6 +226,71 @@ func (v *views) breakPasses(b []byte, i int) bool {
 		j++
 	}
 	return j > i+1 && j < len(b) && !plainStop[b[j]] && !v.q.pair(b[i], b[j])
+}
+
+// stopPasses returns the length of the stop after b[i] (which wakes a
+// lane), or 0, when b[i] is followed by a plainStop byte that quick
+// reads without the long way (inertStop), and b[i] begins nothing with any byte that some view
+// reads right after it: the stop's bytes as they are (the text view),
+// the bytes an escape decodes to (the '+' view and the rounds), a space
+// for '+' (the '+' view), and, when the stop is or decodes to line
+// breaks, the byte after them (the views without line breaks, which
+// read it next when they drop the run; endsBreaks has it reach them as
+// it is, and it must begin no invisible character, which their twins
+// would skip). No pattern is a single byte, so every view is then in
+// the state it would be in had b[i] woken nothing.
+func (v *views) stopPasses(b []byte, i int) int {
+	j := i + 1
+	if !plainStop[b[j]] {
+		return 0
+	}
+	n := v.inertStop(b[j:])
+	if n == 0 {
+		return 0
+	}
+	c1 := b[i]
+	for _, x := range b[j : j+n] {
+		if v.q.pair(c1, x) {
+			return 0
+		}
+	}
+	breaks := newline[b[j]]
+	switch b[j] {
+	case '+':
+		if v.q.pair(c1, ' ') {
+			return 0
+		}
+	case '\\', '%', '=':
+		kind, r, _, _ := decideQuiet(b[j:])
+		var enc [utf8.UTFMax]byte
+		d := enc[:0]
+		switch kind {
+		case escRune:
+			d = utf8.AppendRune(d, r)
+		case escByte:
+			d = append(d, byte(r))
+		}
+		for _, x := range d {
+			if v.q.pair(c1, x) {
+				return 0
+			}
+		}
+		if len(d) == 1 && newline[d[0]] {
+			// A run of "\n" and "\r" escapes (inertBreaks): either
+			// line break may come right after b[i].
+			breaks = true
+			if v.q.pair(c1, '\n') || v.q.pair(c1, '\r') {
+				return 0
+			}
+		}
+	}
+	if breaks {
+		k := j + n
+		if k >= len(b) || v.q.pair(c1, b[k]) || !v.asIs(b[k:]) && b[k] != '+' {
+			return 0
+		}
+	}
+	return n
 }
 
 // excursion follows b, which begins with a byte that wakes some lane,

@@ -9,6 +9,28 @@ import (
 // only where every byte that decides it is in the piece and reaches
 // every view as it is, so that every round decides it alike.
 
+// reintroduce are the bytes a round may read together with the bytes
+// after them as one escape or reference, and so hand the next round
+// something else: the escape introducers and '&'. Every other byte
+// leaves each round as it came (a '+' is a space only in the '+'
+// view, which feeds no round; line breaks and invisible characters are
+// dropped only in views that feed no round), so a round's unescaper
+// and entity reader see it as the text has it: an escape or a name
+// decided by such bytes is decided alike in every round.
+var reintroduce = newByteSet(`\%=&`)
+
+// decidesAlike reports whether every byte of d (bytes that decide an
+// escape or a reference) reaches every round's unescaper and entity
+// reader as it is.
+func decidesAlike(d []byte) bool {
+	for _, x := range d {
+		if reintroduce[x] {
+			return false
+		}
+	}
+	return true
+}
+
 // inertStop returns how many bytes at the start of b (which begins with
 // a plainStop byte) the quiet views read without any lane leaving its
 // start state and with every transducer idle again after them, or 0 to
@@ -19,16 +41,18 @@ import (
 //   - a complete escape (JSON, percent, quoted-printable) whose raw bytes
 //     wake no lane in the text view and whose decoded bytes wake no
 //     lane and no transducer in the decoded views; runs of "\n" and
-//     "\r" escapes followed by a plain byte likewise (their line
-//     breaks are then dropped or kept, and wake nothing either way);
+//     "\r" escapes followed by a byte that ends them (endsBreaks)
+//     likewise (their line breaks are then dropped or kept, and wake
+//     nothing either way);
 //   - an escape introducer ('\\', '%', '=', '&') that every round reads
 //     as itself because what follows it is no escape, when it wakes no
 //     lane: every view then reads the text as it is;
 //   - '+' when neither it (the text and the decoded views) nor a space
 //     (the '+' view) wakes a lane;
-//   - a run of line breaks followed by a plain byte, when line breaks
-//     wake no lane (the views without line breaks drop or keep the run,
-//     and either way read nothing that wakes a lane);
+//   - a run of line breaks followed by a byte that ends it in every
+//     view (endsBreaks), when line breaks wake no lane (the views
+//     without line breaks drop or keep the run, and either way read
+//     nothing that wakes a lane);
 //   - the first byte of an invisible character's encoding that is
 //     known not to begin one, when it wakes no lane.
 func (v *views) inertStop(b []byte) int {
@@ -43,7 +67,7 @@ func (v *views) inertStop(b []byte) int {
 		for j < len(b) && newline[b[j]] {
 			j++
 		}
-		if j < len(b) && !plainStop[b[j]] && !v.q.wakes['\r'] && !v.q.wakes['\n'] {
+		if j < len(b) && v.endsBreaks(b[j:]) && !v.q.wakes['\r'] && !v.q.wakes['\n'] {
 			return j
 		}
 	case 0xE2, 0xEF, 0xC2:
@@ -64,16 +88,17 @@ func (v *views) inertStop(b []byte) int {
 
 // inertEscape is inertStop for an escape introducer at b[0].
 func (v *views) inertEscape(b []byte) int {
+	if b[0] == '\\' && len(b) >= 2 && v.q.shortInert[b[1]] {
+		return 2
+	}
 	kind, r, n, seen := decideQuiet(b)
 	if kind == escNeed {
 		return 0
 	}
-	for _, x := range b[1:seen] {
-		if plainStop[x] {
-			// What decides the escape is itself changed or held by
-			// some transducer: a later round may decide otherwise.
-			return 0
-		}
+	if !decidesAlike(b[1:seen]) {
+		// What decides the escape may itself be an escape that a
+		// round undoes: a later round may decide otherwise.
+		return 0
 	}
 	if kind == escLiteral {
 		if v.q.wakes[b[0]] {
@@ -115,10 +140,21 @@ func (v *views) inertBreaks(b []byte) int {
 	for j+1 < len(b) && b[j] == '\\' && (b[j+1] == 'n' || b[j+1] == 'r') {
 		j += 2
 	}
-	if j == 0 || j >= len(b) || plainStop[b[j]] {
+	if j == 0 || j >= len(b) || newline[b[j]] || !v.endsBreaks(b[j:]) {
 		return 0
 	}
 	return j
+}
+
+// endsBreaks reports whether b[0], which follows a run of line breaks
+// and is none, reaches every round as it is, so that it ends the run in
+// every view: a byte that no round reads as the start of an escape or
+// a reference, or an introducer that every round reads as itself
+// (literal). What it is then read as ('+' a space in the '+' view, a
+// lead byte the start of an invisible character) is quick's to decide
+// next, with the run behind it.
+func (v *views) endsBreaks(b []byte) bool {
+	return !reintroduce[b[0]] || v.literal(b)
 }
 
 // decideQuiet is unescaper.decide at the start of b, not at the end of
@@ -182,17 +218,9 @@ func (v *views) literal(b []byte) bool {
 	switch b[0] {
 	case '\\', '%', '=':
 		kind, _, _, seen := decideQuiet(b)
-		if kind != escLiteral {
-			return false
-		}
-		for _, x := range b[1:seen] {
-			if plainStop[x] {
-				return false
-			}
-		}
-		return true
+		return kind == escLiteral && decidesAlike(b[1:seen])
 	case '&':
-		if len(b) < 2 || plainStop[b[1]] || b[1] == '#' {
+		if len(b) < 2 || reintroduce[b[1]] || b[1] == '#' {
 			return false
 		}
 		if !isAlnum(b[1]) {
@@ -205,13 +233,8 @@ func (v *views) literal(b []byte) bool {
 		if b[n-1] == ';' {
 			seen = n
 		}
-		if !ok || capped || seen > len(b) {
+		if !ok || capped || seen > len(b) || !decidesAlike(b[1:seen]) {
 			return false
-		}
-		for _, x := range b[1:seen] {
-			if plainStop[x] {
-				return false
-			}
 		}
 		w := string(b[:n])
 		u := html.UnescapeString(w + "!")
@@ -222,14 +245,18 @@ func (v *views) literal(b []byte) bool {
 
 // visibleLead reports whether b begins with the first byte of an
 // invisible character's encoding that begins none, decided by bytes
-// that reach every view as they are.
+// that follow it in every view: no line break (a view without line
+// breaks would read the byte after the run next) and no introducer (a
+// round may decode it and what follows into the rest of an invisible
+// character). A '+' (a space in the '+' view) or another lead byte
+// continues no invisible character in any view.
 func visibleLead(b []byte) bool {
 	k := 2
-	if len(b) < 2 || plainStop[b[1]] {
+	if len(b) < 2 || newline[b[1]] || reintroduce[b[1]] {
 		return false
 	}
 	if couldBeInvisible(b[:2]) {
-		if len(b) < 3 || plainStop[b[2]] {
+		if len(b) < 3 || newline[b[2]] || reintroduce[b[2]] {
 			return false
 		}
 		k = 3

@@ -121,6 +121,18 @@ func quickEdges(forms []string) [][]byte {
 	for _, x := range inert {
 		out = append(out, []byte(skippable+x+"7"+x+"3 73:33"+x))
 	}
+	// Stops next to stops: a line-break run ended by a literal
+	// introducer, '+' or a lead byte (one that begins an invisible
+	// character too); escapes, names and leads decided by a line break,
+	// '+' or a lead; each right after a byte that may begin the form.
+	stacked := []string{"\n%zz", "\r\n&x ", "\n+", "\n\xe2\x82\xac", "\n\xe2\x80\x8b", `\n\n+`, `\n` + "\xc2\xad",
+		`\r\n%zz`, "%\n", "\\\n", "=4\r\n", `\u00` + "\n", "%+", "\\+", "&amp\n", "&x+", "&\xe2\x82\xac",
+		"\xe2+", "\xe2\n\x80\x8b", "\xef\xbb\n", "\xc2\xc2\xad", "\xe2%zz", `\n"}`, `\u00e9\n`}
+	for k, x := range stacked {
+		f := forms[k%len(forms)]
+		y := stacked[(k+5)%len(stacked)]
+		out = append(out, []byte(skippable+f[:1]+x+f+f[:1]+y+f[1:]+" "+f[:1]+x+f[:1]+y+skippable))
+	}
 	return out
 }
 

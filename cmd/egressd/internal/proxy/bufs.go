@@ -30,9 +30,31 @@ const (
 	writeBufSize = 16 << 10
 )
 
-// bufPools pools the readers and writers of a Server's connections.
+// bufPools pools the readers and writers of a Server's connections,
+// and the batches of intercepted tunnels (bufConn).
 type bufPools struct {
-	readers, writers sync.Pool
+	readers, writers, batches sync.Pool
+}
+
+// batch returns an empty batch buffer (bufConn.hold).
+func (p *bufPools) batch() *[]byte {
+	if p == nil {
+		b := make([]byte, 0, 40<<10)
+		return &b
+	}
+	if b, ok := p.batches.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 40<<10)
+	return &b
+}
+
+// putBatch pools b, unless a large piece grew it past maxBatch.
+func (p *bufPools) putBatch(b *[]byte) {
+	if p != nil && cap(*b) <= maxBatch {
+		*b = (*b)[:0]
+		p.batches.Put(b)
+	}
 }
 
 // reader returns a readBufSize reader over r.
@@ -124,10 +146,66 @@ func (a *ahead) Read(p []byte) (int, error) {
 // already holds (the client's first TLS bytes may have come with the
 // CONNECT), then the socket directly, and gives the reader back to the
 // pool then, so TLS input is not buffered twice.
+//
+// While a large piece of an answer is written to the client (hold to
+// release), it also collects what the TLS layer writes, so that the
+// piece's records (a chunk's line, two or three 16 KiB records, the
+// chunk's end) leave in one write to the socket instead of one each:
+// each write to a loopback socket is a system call and a wake-up of the
+// reader, and a bulk answer made four of them per 32 KiB.
 type bufConn struct {
 	net.Conn
 	r    *bufio.Reader // nil once drained
-	pool *bufPools     // where r goes then (nil: nowhere)
+	pool *bufPools     // where r goes then, and batch comes from (nil: nowhere)
+
+	mu    sync.Mutex // guards batch: the TLS layer writes an alert from Close's goroutine
+	batch *[]byte    // while held: the bytes written, not yet sent (pooled)
+}
+
+// maxBatch is the largest batch buffer pooled again: a piece is at most
+// a 32 KiB read plus what the scrubber held, and its records add a few
+// dozen bytes each.
+const maxBatch = 128 << 10
+
+// Write sends p to the socket, or, while the connection is held, adds it
+// to what release sends.
+func (b *bufConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.batch != nil {
+		*b.batch = append(*b.batch, p...)
+		b.mu.Unlock()
+		return len(p), nil
+	}
+	b.mu.Unlock()
+	return b.Conn.Write(p)
+}
+
+// hold makes the writes that follow wait for release.
+func (b *bufConn) hold() {
+	b.mu.Lock()
+	if b.batch == nil {
+		b.batch = b.pool.batch()
+	}
+	b.mu.Unlock()
+}
+
+// release sends what was written since hold in one write to the socket
+// and returns its error (the connection is then broken: the TLS layer
+// took the bytes as sent).
+func (b *bufConn) release() error {
+	b.mu.Lock()
+	bt := b.batch
+	b.batch = nil
+	b.mu.Unlock()
+	if bt == nil {
+		return nil
+	}
+	var err error
+	if len(*bt) > 0 {
+		_, err = b.Conn.Write(*bt)
+	}
+	b.pool.putBatch(bt)
+	return err
 }
 
 func (b *bufConn) Read(p []byte) (int, error) {

@@ -27,6 +27,7 @@ type conn struct {
 	c      net.Conn
 	br     *bufio.Reader // pooled (bufs.go); grows for a large head (readHead); nil while unused
 	bw     *bufio.Writer // pooled: taken by w, given back by flush
+	raw    *bufConn      // an intercepted tunnel's socket under c's TLS layer (nil: c is the socket)
 	ahead  ahead         // what br reads: c, after a byte the client watch read
 	via    string
 	actor  audit.Actor

@@ -178,7 +178,7 @@ func (c *conn) intercept(t *tunnel, r transport.Route) {
 	}
 	c.setDeadline(time.Time{}) // the inner conn sets its own, on the same socket
 	inner := newConn(c.s, tc, c.via, c.actor)
-	inner.tunnel = t
+	inner.tunnel, inner.raw = t, raw
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		inner.serveH2()
 	} else {

@@ -110,6 +110,14 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 	}
 	for {
 		bw := c.w()
+		// A piece larger than the writer goes out in several writes
+		// (the writer's fill, the rest, the chunk's end): inside a
+		// tunnel each would be a TLS record sent on its own, so the
+		// socket holds them and sends them at once.
+		held := c.raw != nil && len(piece) >= bw.Available()
+		if held {
+			c.raw.hold()
+		}
 		if len(piece) > 0 {
 			c.writeBy(idle)
 			if chunked {
@@ -128,7 +136,13 @@ func (c *conn) stream(req *http.Request, st *pipeline.Stream) bool {
 				bw.WriteString("\r\n")
 			}
 		}
-		if ferr := c.flush(); ferr != nil {
+		ferr := c.flush()
+		if held {
+			if rerr := c.raw.release(); ferr == nil {
+				ferr = rerr
+			}
+		}
+		if ferr != nil {
 			st.Fail(clientGone(ferr))
 			return false
 		}
