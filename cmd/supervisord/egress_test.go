@@ -288,7 +288,9 @@ func TestCredentialReachesUpstreamOnlyThroughEgressd(t *testing.T) {
 	tok, _ := u.User.Password()
 	is.Equal(u.User.Username(), in.InstanceID)
 	is.Equal(len(tok), egressdapi.ProxyTokenLen)
-	is.Equal(u.Host, info.ProxyAddress)
+	is.Equal(in.Network, api.NetworkIsolated)  // the default
+	is.Equal(u.Host, api.IsolatedProxyAddress) // the holder's bridge, inside the namespace
+	u.Host = info.ProxyAddress                 // the same token on egressd's own listener, below
 	for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY"} {
 		is.Equal(envValue(envFile, k), proxy)
 	}
@@ -456,12 +458,16 @@ func TestEndedInstanceLosesBundle(t *testing.T) {
 	is := is.New(t)
 	s := newEgressStack(t)
 	ctx := context.Background()
-	ends := s.provision(api.ProvisionRequest{Command: []string{"sleep", "0.3"}})
+	// The first agent ends once the test has seen both bundles (a fixed
+	// sleep could end first on a loaded machine).
+	gate := agentDir(t, nil)
+	ends := s.provision(api.ProvisionRequest{Command: []string{"sh", "-c", "until [ -e " + gate + "/go ]; do sleep 0.05; done"}})
 	runs := s.provision(api.ProvisionRequest{Command: []string{"sleep", "1000"}})
 	for _, id := range []string{ends.InstanceID, runs.InstanceID} {
 		_, err := s.egc.Stats(ctx, id)
 		is.NoErr(err) // both registered
 	}
+	is.NoErr(os.WriteFile(gate+"/go", nil, 0o644))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := s.egc.Stats(ctx, ends.InstanceID)
@@ -481,4 +487,21 @@ func TestEndedInstanceLosesBundle(t *testing.T) {
 	is.Equal(in.State, api.StateExited)
 	_, err = s.c.Stop(ctx, runs.InstanceID)
 	is.NoErr(err)
+}
+
+// agentDir makes a directory an agent uid can read, holding files.
+func agentDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "hkagent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

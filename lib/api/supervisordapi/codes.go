@@ -12,6 +12,7 @@ const (
 	CodeInstanceNotFound       = "instance.not_found"
 	CodeInstanceNotRunning     = "instance.not_running"    // no holder serves the instance
 	CodeInstanceSpawnFailed    = "instance.spawn_failed"   // the holder or the agent could not start
+	CodeNetworkUnavailable     = "network.unavailable"     // network isolated (asked for, or the default) cannot be had here: no namespace; never a fallback to host
 	CodeRuntimeNotImplemented  = "runtime.not_implemented" // host runtime not enabled, or not supported on this OS
 	CodeRuntimeUnavailable     = "runtime.unavailable"     // e.g. container before the helper exists
 	CodeSignalInvalid          = "signal.invalid"
@@ -31,6 +32,7 @@ var Codes = []string{
 	CodeInstanceNotFound,
 	CodeInstanceNotRunning,
 	CodeInstanceSpawnFailed,
+	CodeNetworkUnavailable,
 	CodeRuntimeNotImplemented,
 	CodeRuntimeUnavailable,
 	CodeSignalInvalid,

@@ -153,10 +153,11 @@ func codeOr(err error, code string) string {
 }
 
 // isolate, for network isolated, creates the agent's network namespace
-// (loopback only), listens on the proxy address inside it and bridges it
-// to egressd's proxy socket until ctx ends. The returned channel is closed
+// (loopback only) and mount namespace (its own /etc/resolv.conf and
+// /etc/hosts), listens on the proxy address inside it and bridges it to
+// egressd's proxy socket until ctx ends. The returned channel is closed
 // once the bridge has stopped (at once on the host network). Errors:
-// runtime.unavailable when no namespace can be made.
+// network.unavailable when no namespace can be made.
 func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	if h.spec.Network != api.NetworkIsolated {
@@ -165,6 +166,12 @@ func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 	}
 	ns, err := netns.New()
 	if err != nil {
+		return nil, err
+	}
+	// The mount namespace, with the instance's /etc/resolv.conf and
+	// /etc/hosts, lives on the same thread: every run joins both.
+	if err := ns.PrivateEtc(h.cfg.Dir); err != nil {
+		ns.Close()
 		return nil, err
 	}
 	pl, err := ns.Listen(netns.ProxyAddress)
