@@ -39,6 +39,9 @@ import (
 
 const egressCanary = "CANARY-supervisord-egress-5b1e9d"
 
+// gitRef is the one ref the upstream's git repository advertises.
+const gitRef = "0123456789abcdef0123456789abcdef01234567"
+
 // peerBins holds secretd and egressd, built once for the egress tests.
 var peerBins struct {
 	once sync.Once
@@ -172,10 +175,18 @@ type egressStack struct {
 	origin   string // https://api.test:PORT
 	mu       sync.Mutex
 	auths    []string
+	byPath   []string // "path Authorization" of every request, in order
 	sdc      *secretdapi.Client
 	egc      *egressdapi.Client
 	caFile   string
 	upstream *httptest.Server
+}
+
+// paths is "path Authorization" of every request the upstream received.
+func (s *egressStack) paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.byPath...)
 }
 
 func (s *egressStack) received() []string {
@@ -209,7 +220,13 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 	s.upstream = ca.server(t, "api.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.auths = append(s.auths, r.Header.Get("Authorization"))
+		s.byPath = append(s.byPath, r.URL.Path+" "+r.Header.Get("Authorization"))
 		s.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/info/refs") { // git's dumb HTTP protocol: one ref
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, gitRef+"\trefs/heads/main\n")
+			return
+		}
 		io.WriteString(w, "upstream-ok\n")
 	}))
 	port := strconv.Itoa(s.upstream.Listener.Addr().(*net.TCPAddr).Port)
@@ -297,7 +314,7 @@ func TestCredentialReachesUpstreamOnlyThroughEgressd(t *testing.T) {
 	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"} {
 		is.Equal(envValue(envFile, k), info.CABundlePath)
 	}
-	is.True(strings.Contains(envFile, "\nNO_PROXY=\n"))
+	is.Equal(envValue(envFile, "NO_PROXY"), "localhost,127.0.0.1,::1") // isolated: its own loopback
 	is.Equal(envValue(envFile, "NODE_USE_ENV_PROXY"), "1")
 
 	// The agent's live environment, the terminal replay, every file of the
