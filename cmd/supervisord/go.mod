@@ -16,6 +16,8 @@ require (
 	github.com/stretchr/testify v1.8.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace hostkit.dev/lib => ../../lib
