@@ -20,13 +20,15 @@ var mutatingOps = map[string]bool{
 
 // auditedOps wraps the manager's ops so every instance op is audited with
 // the admin who made it and the instance it names: daemon.AuditOps, except
-// for provision (auditProvision).
-func auditedOps(m *manager.Manager, l *audit.Log, log *slog.Logger) []rpc.Op {
+// for provision (auditProvision), whose records also name the network
+// mode of a host instance (the request's, else defaultNetwork), so that
+// every agent that runs on the host network is on the record.
+func auditedOps(m *manager.Manager, l *audit.Log, log *slog.Logger, defaultNetwork string) []rpc.Op {
 	ops := m.Ops()
 	out := make([]rpc.Op, 0, len(ops))
 	for _, op := range ops {
 		if op.Name == api.OpProvision {
-			out = append(out, auditProvision(l, log, op))
+			out = append(out, auditProvision(l, log, op, func(call *rpc.Call) map[string]any { return provisionFields(call, defaultNetwork) }))
 			continue
 		}
 		out = append(out, daemon.AuditOps(l, log, mutatingOps, instanceField, op)...)
@@ -43,10 +45,10 @@ func auditedOps(m *manager.Manager, l *audit.Log, log *slog.Logger) []rpc.Op {
 // last steps (the instance record's fsyncs, the post-spawn metadata). The
 // answer still waits for both, so nothing is acknowledged before its
 // records are durable.
-func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op) rpc.Op {
+func auditProvision(l *audit.Log, log *slog.Logger, op rpc.Op, fields func(*rpc.Call) map[string]any) rpc.Op {
 	inner := op.Handler
 	op.Handler = func(ctx context.Context, call *rpc.Call) (any, error) {
-		rec := audit.Record{Actor: audit.Actor{UID: int(call.Peer.UID), PID: int(call.Peer.PID)}, Op: call.Op, Corr: call.Corr, Fields: instanceField(call)}
+		rec := audit.Record{Actor: audit.Actor{UID: int(call.Peer.UID), PID: int(call.Peer.PID)}, Op: call.Op, Corr: call.Corr, Fields: fields(call)}
 		pair, aerr := l.Begin(ctx, rec)
 		if aerr != nil {
 			log.Error("audit.append_failed", slog.String(daemon.KeyOp, call.Op), slog.Any(daemon.KeyErr, aerr))
@@ -83,4 +85,26 @@ func instanceField(call *rpc.Call) map[string]any {
 		return nil
 	}
 	return map[string]any{"instance_id": ref.InstanceID}
+}
+
+// provisionFields is instanceField plus, for a host runtime request, the
+// network mode it runs in ("network": isolated or host; an absent mode is
+// defaultNetwork). A request that cannot be decoded gets instanceField's.
+func provisionFields(call *rpc.Call, defaultNetwork string) map[string]any {
+	var req struct {
+		InstanceID string       `msgpack:"instance_id"`
+		Network    *api.Network `msgpack:"network"`
+		Runtime    string       `msgpack:"runtime"`
+	}
+	if wire.Unmarshal(call.Body, &req, false) != nil || (req.Runtime != "" && req.Runtime != api.RuntimeHost) {
+		return instanceField(call)
+	}
+	f := map[string]any{"network": defaultNetwork}
+	if req.Network != nil && req.Network.Mode != "" {
+		f["network"] = req.Network.Mode
+	}
+	if req.InstanceID != "" {
+		f["instance_id"] = req.InstanceID
+	}
+	return f
 }

@@ -176,7 +176,7 @@ func TestRestartWithTmux(t *testing.T) {
 // TestNetworkIsolated: an isolated agent has only loopback, cannot reach
 // a loopback server outside its namespace, and reaches egressd's proxy
 // socket (a fake here) through the holder's bridge on 127.0.0.1:4750. Host
-// mode stays the default and reaches the outside server.
+// mode, asked for, reaches the outside server.
 func TestNetworkIsolated(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
@@ -205,7 +205,7 @@ func TestNetworkIsolated(t *testing.T) {
 	is.True(!strings.Contains(log, "direct-rc=0"))
 	is.True(strings.Contains(log, "egress-proxy-reached bridge-rc=0")) // egressd, through the bridge
 
-	in = e.provision(api.ProvisionRequest{Command: []string{"sh", "-c", script}})
+	in = e.provision(api.ProvisionRequest{Network: &api.Network{Mode: api.NetworkHost}, Command: []string{"sh", "-c", script}})
 	is.Equal(in.Network, api.NetworkHost)
 	e.waitState(in.InstanceID, api.StateExited, 15*time.Second)
 	log = e.waitLog(in.InstanceID, "bridge-rc=", time.Second)

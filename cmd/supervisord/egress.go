@@ -42,7 +42,8 @@ func (c *egressConfig) client(l daemon.Layout, log *slog.Logger, owner string) *
 	if !bool(c.required) {
 		log.Warn("supervisord.egress_not_required", slog.String("warning", "-egress-required=false: agents without credentials start without any proxy environment when egressd is unreachable"))
 	}
-	return egress.New(egress.Config{SecretdSocket: sd, EgressdSocket: eg, Required: bool(c.required), Logger: log, Owner: owner})
+	return egress.New(egress.Config{SecretdSocket: sd, EgressdSocket: eg, Required: bool(c.required), Logger: log, Owner: owner,
+		PublicDir: l.Public})
 }
 
 // watcher is the run-group actor that polls egressd's epoch.

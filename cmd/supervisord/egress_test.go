@@ -39,6 +39,9 @@ import (
 
 const egressCanary = "CANARY-supervisord-egress-5b1e9d"
 
+// gitRef is the one ref the upstream's git repository advertises.
+const gitRef = "0123456789abcdef0123456789abcdef01234567"
+
 // peerBins holds secretd and egressd, built once for the egress tests.
 var peerBins struct {
 	once sync.Once
@@ -172,10 +175,18 @@ type egressStack struct {
 	origin   string // https://api.test:PORT
 	mu       sync.Mutex
 	auths    []string
+	byPath   []string // "path Authorization" of every request, in order
 	sdc      *secretdapi.Client
 	egc      *egressdapi.Client
 	caFile   string
 	upstream *httptest.Server
+}
+
+// paths is "path Authorization" of every request the upstream received.
+func (s *egressStack) paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.byPath...)
 }
 
 func (s *egressStack) received() []string {
@@ -209,7 +220,13 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 	s.upstream = ca.server(t, "api.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.auths = append(s.auths, r.Header.Get("Authorization"))
+		s.byPath = append(s.byPath, r.URL.Path+" "+r.Header.Get("Authorization"))
 		s.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/info/refs") { // git's dumb HTTP protocol: one ref
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, gitRef+"\trefs/heads/main\n")
+			return
+		}
 		io.WriteString(w, "upstream-ok\n")
 	}))
 	port := strconv.Itoa(s.upstream.Listener.Addr().(*net.TCPAddr).Port)
@@ -288,14 +305,16 @@ func TestCredentialReachesUpstreamOnlyThroughEgressd(t *testing.T) {
 	tok, _ := u.User.Password()
 	is.Equal(u.User.Username(), in.InstanceID)
 	is.Equal(len(tok), egressdapi.ProxyTokenLen)
-	is.Equal(u.Host, info.ProxyAddress)
+	is.Equal(in.Network, api.NetworkIsolated)  // the default
+	is.Equal(u.Host, api.IsolatedProxyAddress) // the holder's bridge, inside the namespace
+	u.Host = info.ProxyAddress                 // the same token on egressd's own listener, below
 	for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY"} {
 		is.Equal(envValue(envFile, k), proxy)
 	}
 	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"} {
 		is.Equal(envValue(envFile, k), info.CABundlePath)
 	}
-	is.True(strings.Contains(envFile, "\nNO_PROXY=\n"))
+	is.Equal(envValue(envFile, "NO_PROXY"), "localhost,127.0.0.1,::1") // isolated: its own loopback
 	is.Equal(envValue(envFile, "NODE_USE_ENV_PROXY"), "1")
 
 	// The agent's live environment, the terminal replay, every file of the
@@ -456,12 +475,16 @@ func TestEndedInstanceLosesBundle(t *testing.T) {
 	is := is.New(t)
 	s := newEgressStack(t)
 	ctx := context.Background()
-	ends := s.provision(api.ProvisionRequest{Command: []string{"sleep", "0.3"}})
+	// The first agent ends once the test has seen both bundles (a fixed
+	// sleep could end first on a loaded machine).
+	gate := agentDir(t, nil)
+	ends := s.provision(api.ProvisionRequest{Command: []string{"sh", "-c", "until [ -e " + gate + "/go ]; do sleep 0.05; done"}})
 	runs := s.provision(api.ProvisionRequest{Command: []string{"sleep", "1000"}})
 	for _, id := range []string{ends.InstanceID, runs.InstanceID} {
 		_, err := s.egc.Stats(ctx, id)
 		is.NoErr(err) // both registered
 	}
+	is.NoErr(os.WriteFile(gate+"/go", nil, 0o644))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := s.egc.Stats(ctx, ends.InstanceID)
@@ -481,4 +504,21 @@ func TestEndedInstanceLosesBundle(t *testing.T) {
 	is.Equal(in.State, api.StateExited)
 	_, err = s.c.Stop(ctx, runs.InstanceID)
 	is.NoErr(err)
+}
+
+// agentDir makes a directory an agent uid can read, holding files.
+func agentDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "hkagent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

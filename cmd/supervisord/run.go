@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/daemon"
 	"hostkit.dev/lib/rpc"
 
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
 	eflags := egressFlags(fs)
 	synthNames := fs.Int("synthetic-names", netns.DefaultMaxNames, "names one isolated instance's resolver gives synthetic addresses to (past it: REFUSED, logged)")
+	defNet := fs.String("default-network", api.DefaultNetwork, "network mode of a host instance whose request names none: isolated (its own network and mount namespaces; only egressd is reachable) or host (egress policy holds only for programs that honour the proxy variables)")
 	proxySock := fs.String("egress-proxy-socket", "", "egressd's proxy socket, bridged into network isolated namespaces (default <run>/egressd/proxy.sock)")
 	tmuxBin := fs.String("tmux", "tmux", "the tmux binary of session_backend tmux")
 	helperSock := fs.String("helper-socket", "", "the containerization-helper's socket, for runtime container (default <run>/helper/api.sock; none: runtime container fails with runtime.unavailable)")
@@ -67,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *pool < 0 || *pool > manager.MaxHolderPool {
 		return fmt.Errorf("-holder-pool: want 0-%d, got %d", manager.MaxHolderPool, *pool)
+	}
+	if *defNet != api.NetworkIsolated && *defNet != api.NetworkHost {
+		return fmt.Errorf("-default-network: want isolated or host, got %q", *defNet)
 	}
 	if *uidMin < 1000 || *uidMax < *uidMin {
 		return fmt.Errorf("-agent-uid-min/-agent-uid-max: bad range %d-%d", *uidMin, *uidMax)
@@ -113,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		HolderDir: filepath.Join(filepath.Dir(socket), "h"), Exe: exe, DefaultWorkingDir: *workDir,
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
 		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
-		HolderPool: *pool, SyntheticNames: *synthNames,
+		HolderPool: *pool, SyntheticNames: *synthNames, DefaultNetwork: *defNet,
 		Containers: containers(env.Layout, *helperSock, env.Logger),
 	})
 	if err != nil {
@@ -125,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	health := func(context.Context) map[string]any { return withEgress(mgr.Health(), eg) }
 	svc.AuditLog, svc.Roles = alog, r
-	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger)...)
+	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger, *defNet)...)
 	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep),
 		loopActor(ctx, mgr.RunRecovery)}
 	return svc.Run(ctx)

@@ -14,6 +14,7 @@ const (
 	CodeInstanceSpawnFailed    = "instance.spawn_failed"        // the holder or the agent could not start
 	CodeNetworkNamesExhausted  = "network.names_exhausted"      // an isolated instance resolved -synthetic-names names already (its resolver answers REFUSED)
 	CodeNetworkNftUnavailable  = "network.nftables_unavailable" // an isolated instance's namespace cannot get the nftables rules of transparent egress; the agent was not started
+	CodeNetworkUnavailable     = "network.unavailable"          // network isolated (asked for, or the default) cannot be had here: no namespace; never a fallback to host
 	CodeRuntimeNotImplemented  = "runtime.not_implemented"      // host runtime not enabled, or not supported on this OS
 	CodeRuntimeUnavailable     = "runtime.unavailable"          // e.g. container before the helper exists
 	CodeSignalInvalid          = "signal.invalid"
@@ -35,6 +36,7 @@ var Codes = []string{
 	CodeInstanceSpawnFailed,
 	CodeNetworkNamesExhausted,
 	CodeNetworkNftUnavailable,
+	CodeNetworkUnavailable,
 	CodeRuntimeNotImplemented,
 	CodeRuntimeUnavailable,
 	CodeSignalInvalid,

@@ -36,10 +36,17 @@ const (
 	SessionManaged = "managed"
 )
 
-// Network modes.
+// Network modes. A request that names none gets supervisord's
+// -default-network, DefaultNetwork unless the operator chose otherwise.
 const (
-	NetworkHost     = "host"
+	// NetworkHost: the agent shares the host's network; only programs that
+	// honour the proxy variables go through egressd (HostNetworkWarning).
+	NetworkHost = "host"
+	// NetworkIsolated: the agent runs in network and mount namespaces of
+	// its own whose only way out is egressd, through the holder's bridge.
 	NetworkIsolated = "isolated"
+	// DefaultNetwork is -default-network's default.
+	DefaultNetwork = NetworkIsolated
 	// NetworkNone is shown (never requested) for a runtime container
 	// instance: the container gets its own network namespace with no
 	// interface configured, so it reaches no network at all.
@@ -90,3 +97,7 @@ const (
 // NotIsolatedWarning is the warning given when agents run under
 // supervisord's own uid.
 const NotIsolatedWarning = "agents are not isolated: supervisord is not root, so agents run under its own uid"
+
+// HostNetworkWarning is the warning status and list give for an instance
+// in network host.
+const HostNetworkWarning = "network host: egress policy is not enforced for programs that ignore the proxy variables"

@@ -8,10 +8,14 @@ type CredentialSpec struct {
 	Target      string `msgpack:"target"` // optional when the credential allows one
 }
 
-// Network is an instance's network policy.
+// Network is an instance's network policy. An absent Network, or an
+// empty Mode, means supervisord's -default-network (isolated unless the
+// operator chose host); the mode it resolved to is recorded in the
+// instance's spec and shown as Instance.Network, so an instance keeps it
+// across supervisord restarts and flag changes.
 type Network struct {
 	Allow []string `msgpack:"allow"` // origins (lib/netguard) with every method
-	Mode  string   `msgpack:"mode"`  // host (default) or isolated
+	Mode  string   `msgpack:"mode"`  // isolated or host; "" = supervisord's -default-network
 }
 
 // ImageRef names a local OCI image layout and one manifest in it by digest
@@ -71,7 +75,7 @@ type Instance struct {
 	Labels         map[string]string `msgpack:"labels"`
 	Loadout        string            `msgpack:"loadout"`
 	Name           string            `msgpack:"name"`
-	Network        string            `msgpack:"network"`
+	Network        string            `msgpack:"network"` // the mode the instance runs in: isolated, host, or none (runtime container)
 	PGID           int64             `msgpack:"pgid"`
 	PID            int64             `msgpack:"pid"`
 	Profile        string            `msgpack:"profile"`
@@ -85,7 +89,7 @@ type Instance struct {
 	State          string            `msgpack:"state"`
 	StopTimeoutMS  int64             `msgpack:"stop_timeout_ms"`
 	TmuxSocket     string            `msgpack:"tmux_socket"` // session_backend tmux: the tmux server's socket (`tmux -S <it> attach`, as root); "" otherwise
-	Warning        string            `msgpack:"warning"`     // e.g. NotIsolatedWarning
+	Warning        string            `msgpack:"warning"`     // e.g. NotIsolatedWarning, HostNetworkWarning; "; "-joined
 	WatchAgent     string            `msgpack:"watch_agent"` // host-<first 8 hex>
 	WorkingDir     string            `msgpack:"working_dir"`
 }
@@ -160,7 +164,9 @@ type AttachResponse struct {
 // Health is supervisord's health body beyond healthapi.Response.
 type Health struct {
 	AgentsIsolated     bool             `msgpack:"agents_isolated"`
+	DefaultNetwork     string           `msgpack:"default_network"` // -default-network: the mode of a request that names none
 	HostRuntimeEnabled bool             `msgpack:"host_runtime_enabled"`
-	Instances          map[string]int64 `msgpack:"instances"` // count by state
+	Instances          map[string]int64 `msgpack:"instances"`         // count by state
+	NetworkIsolation   bool             `msgpack:"network_isolation"` // a network and mount namespace could be made at start (network isolated works)
 	Warning            string           `msgpack:"warning"`
 }

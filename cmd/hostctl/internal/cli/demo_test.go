@@ -87,6 +87,7 @@ func TestDemoCommand(t *testing.T) {
 		"appears nowhere",
 		"cleaned up: daemons stopped",
 		"demo: ok: every step held",
+		"network isolated (supervisord's default)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the transcript lacks %q:\n%s", want, out)
@@ -194,7 +195,8 @@ func TestDemoAsNormalUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hostctl demo as uid %d: %v\n%s", uid, err, out)
 	}
-	for _, want := range []string{"agents are NOT isolated here", "the agent ran as uid 1234: your own, NOT isolated", "demo: ok"} {
+	for _, want := range []string{"agents are NOT isolated here", "the agent ran as uid 1234: your own, NOT isolated", "demo: ok",
+		"network host, asked for explicitly"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("transcript lacks %q:\n%s", want, out)
 		}

@@ -108,7 +108,7 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	pty := fs.Bool("pty", false, "give the agent a terminal (attach with `hostctl instance attach`)")
 	rows := fs.Uint("rows", 0, "terminal rows (with --pty; default 24)")
 	cols := fs.Uint("cols", 0, "terminal columns (with --pty; default 80)")
-	network := fs.String("network", "", "network mode: host (default) or isolated")
+	network := fs.String("network", "", "network mode: isolated (its own network and mount namespaces, egress only through egressd) or host (policy holds only for programs that honour the proxy variables); default: supervisord's -default-network, isolated unless changed")
 	workDir := fs.String("working-dir", "", "working directory (default: supervisord's)")
 	noStart := fs.Bool("no-start", false, "create the instance without starting it")
 	stopTimeout := fs.Duration("stop-timeout", 0, "time between SIGTERM and the kill on stop (1s..300s; default 10s)")
@@ -122,7 +122,7 @@ func instanceProvisionCmd(g *globals) *ffcli.Command {
 	fs.Var(env, "env", "environment variable K=V for the agent (repeatable)")
 	return &ffcli.Command{
 		Name:       "provision",
-		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV[,target=T][,destination=O]]... [--network isolated] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] [--runtime container --image DIR --digest sha256:...] -- CMD ARGS...",
+		ShortUsage: "hostctl instance provision [--name N] [--pty [--rows R --cols C]] [--credential NAME=ENV[,target=T][,destination=O]]... [--network isolated|host] [--allow ORIGIN]... [--working-dir D] [--env K=V]... [--id UUID] [--runtime container --image DIR --digest sha256:...] -- CMD ARGS...",
 		ShortHelp:  "create and start an instance",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -302,6 +302,11 @@ func instanceListCmd(g *globals) *ffcli.Command {
 			}
 			if l.Warning != "" {
 				fmt.Fprintf(g.stderr, "warning: %s\n", l.Warning)
+			}
+			for _, in := range l.Instances {
+				if in.Network == api.NetworkHost && strings.Contains(in.Warning, api.HostNetworkWarning) {
+					fmt.Fprintf(g.stderr, "warning: %s: %s\n", in.InstanceID, api.HostNetworkWarning)
+				}
 			}
 			return nil
 		},

@@ -20,7 +20,13 @@ func startSupervisord(t *testing.T) string {
 	t.Helper()
 	root := shortRoot(t)
 	os.Chmod(root, 0o755)
-	startDaemon(t, "supervisord", "supervisord", root, "-host-runtime-enabled", "yes", "-egress-required", "no")
+	args := []string{"-host-runtime-enabled", "yes", "-egress-required", "no"}
+	if os.Geteuid() != 0 {
+		// network isolated, the default, needs root: these tests are not
+		// about the network.
+		args = append(args, "-default-network", "host")
+	}
+	startDaemon(t, "supervisord", "supervisord", root, args...)
 	t.Cleanup(func() {
 		_, out, _ := runCLI("-root", root, "--json", "instance", "list")
 		var l struct {
@@ -87,9 +93,24 @@ func TestInstanceCommands(t *testing.T) {
 	is.Equal(len(l.Instances), 1)
 	is.Equal(l.Instances[0].InstanceID, in.InstanceID)
 
-	code, out, _ = runCLI("-root", root, "instance", "status", in.InstanceID)
+	code, out, errOut := runCLI("-root", root, "instance", "status", in.InstanceID)
 	is.Equal(code, 0)
 	is.True(strings.Contains(out, "state:        running"))
+	if os.Geteuid() == 0 {
+		is.True(strings.Contains(out, "network:      isolated")) // the default
+		is.True(!strings.Contains(errOut, api.HostNetworkWarning))
+	}
+
+	// network host, asked for: status and list warn.
+	host := provisionJSON(t, root, "--network", "host", "--", "sleep", "1000")
+	is.Equal(host.Network, api.NetworkHost)
+	_, _, errOut = runCLI("-root", root, "instance", "status", host.InstanceID)
+	is.True(strings.Contains(errOut, "warning: "+api.HostNetworkWarning))
+	_, _, errOut = runCLI("-root", root, "instance", "list")
+	is.True(strings.Contains(errOut, "warning: "+host.InstanceID+": "+api.HostNetworkWarning))
+	is.True(os.Geteuid() != 0 || !strings.Contains(errOut, in.InstanceID))
+	code, _, _ = runCLI("-root", root, "instance", "destroy", host.InstanceID)
+	is.Equal(code, 0)
 
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if _, out, _ = runCLI("-root", root, "instance", "logs", in.InstanceID); strings.Contains(out, "second") {

@@ -85,6 +85,7 @@ type runner struct {
 	sv       *api.Client
 	proxy    string // egressd's proxy address
 	isolated bool   // supervisord runs agents under their own uid
+	netIso   bool   // supervisord can run agents in network isolated (health network_isolation)
 	id       string // the instance id ("" before provision)
 	live     bool   // the instance may exist (not destroyed yet)
 	agent    agentView

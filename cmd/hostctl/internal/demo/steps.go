@@ -87,6 +87,7 @@ func (r *runner) stepDaemons(ctx context.Context) error {
 				return fmt.Errorf("supervisord reports host_runtime_enabled false")
 			}
 			r.isolated, _ = all["agents_isolated"].(bool)
+			r.netIso, _ = all["network_isolation"].(bool)
 			detail = "; host runtime enabled"
 		}
 		r.t.ok("%-12s pid %-7d ready (health %s, epoch %s)%s", d.name, p.cmd.Process.Pid, h.Status, h.Epoch, detail)
@@ -128,15 +129,28 @@ func (r *runner) stepAgent(ctx context.Context) error {
 		tools = "curl, then python3 requests"
 	}
 	r.live = true
+	// No mode: supervisord's default, network isolated. Where it cannot
+	// make a namespace (not root), the demo asks for host explicitly and
+	// says so: supervisord never falls back on its own.
+	network := &api.Network{Allow: []string{r.other.origin()}}
+	if !r.netIso {
+		network.Mode = api.NetworkHost
+	}
 	in, err := r.sv.Provision(ctx, &api.ProvisionRequest{InstanceID: r.id, Name: "demo-agent",
 		Command: []string{"/bin/sh", "agent.sh"}, WorkingDir: r.agentDir(), Env: env, Start: true, StopTimeoutMS: 1000,
 		Labels:      map[string]string{"hostkit.demo": "1"},
 		Credentials: []api.CredentialSpec{{Credential: credentialName, Env: tokenEnv}},
-		Network:     &api.Network{Mode: api.NetworkHost, Allow: []string{r.other.origin()}}})
+		Network:     network})
 	if err != nil {
 		return fmt.Errorf("instance.provision: %w", err)
 	}
 	r.t.ok("instance %s started: /bin/sh agent.sh (%s)", in.InstanceID, tools)
+	if in.Network == api.NetworkIsolated {
+		r.t.ok("network isolated (supervisord's default): the agent's only way out is egressd, through its holder's bridge")
+	} else {
+		r.t.warn("network host, asked for explicitly: supervisord cannot make a network namespace here (it needs root)")
+		r.t.note("%s", api.HostNetworkWarning)
+	}
 	r.t.note("%s from credential %s; its policy also allows %s", tokenEnv, credentialName, r.other.origin())
 	if err := r.waitAgent(ctx); err != nil {
 		return err

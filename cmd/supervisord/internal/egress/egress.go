@@ -44,6 +44,9 @@ type Config struct {
 	Required bool
 	Timeout  time.Duration // per call; 0 = DefaultTimeout
 	Logger   *slog.Logger
+	// PublicDir is the layout's public directory (0755, files 0644),
+	// where the shared wgetrc is written; "" = no WGETRC.
+	PublicDir string
 	// Owner is supervisord's persistent owner id (store.LoadOwner): every
 	// lease and bundle carries it, and every release names it, so that
 	// only what this supervisord staged is ever released by it.
@@ -122,7 +125,10 @@ func unavailable(step string, err error) error {
 // at egressd with allow (origins, every method) and a fresh proxy token,
 // and returns the agent's egress variables. All or nothing: on any failure
 // what was staged is revoked and the error is credentials.unavailable.
-// isolated selects IsolatedProxyAddress as the proxy address.
+// isolated selects IsolatedProxyAddress as the proxy address and the
+// namespace's loopback as NO_PROXY, and refuses a credential whose
+// destination (named, or the one the credential allows) is a
+// literal-loopback origin with instance.invalid.
 func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.CredentialSpec, allow []string, isolated bool) (*Grant, error) {
 	log := c.cfg.Logger
 	if c.eg == nil || (len(creds) > 0 && c.sd == nil) {
@@ -155,6 +161,19 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 			return fail("lease.stage "+cr.Credential, err)
 		}
 		handles = append(handles, st.Handle)
+		if isolated && cr.Destination == "" {
+			// The credential chose its one destination: an isolated
+			// instance's loopback is its own, so a loopback one is refused.
+			meta, err := c.sd.LeaseLookup(ctx, st.Handle)
+			if err != nil {
+				return fail("lease.lookup "+cr.Credential, err)
+			}
+			if err := loopbackDestination(cr.Credential, meta.Destination); err != nil {
+				c.revoke(ctx, invocation, true)
+				clear(handles)
+				return nil, err
+			}
+		}
 		env[cr.Env] = st.Placeholder
 		names = append(names, cr.Credential)
 		fault.Point(fault.ProvisionLease)
@@ -196,7 +215,14 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	if isolated {
 		addr = IsolatedProxyAddress
 	}
-	ProxyEnv(env, invocation, token, addr, info.CABundlePath)
+	wgetrc := ""
+	if c.cfg.PublicDir != "" {
+		var werr error
+		if wgetrc, werr = ensureWgetRC(c.cfg.PublicDir, info.CABundlePath); werr != nil {
+			log.Warn("instance.wgetrc", slog.String("instance", invocation), slog.Any("err", werr))
+		}
+	}
+	ProxyEnv(env, Vars{Invocation: invocation, Token: token, Addr: addr, CABundle: info.CABundlePath, WgetRC: wgetrc, Isolated: isolated})
 	log.Info("instance.egress", slog.String("instance", invocation), slog.Int("credentials", len(creds)),
 		slog.String("epoch", reg.Epoch), slog.Int("allow", len(allow)))
 	return &Grant{Record: Record{Registered: true, Credentialed: len(creds) > 0, Epoch: reg.Epoch, Credentials: names}, Env: env}, nil

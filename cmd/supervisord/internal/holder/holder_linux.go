@@ -153,12 +153,13 @@ func codeOr(err error, code string) string {
 }
 
 // isolate, for network isolated, creates the agent's network namespace
-// (loopback only), listens on the proxy address inside it and bridges it
-// to egressd's proxy socket until ctx ends, and gives it transparent
-// egress (h.transparent). The returned channel is closed
-// once the bridge has stopped (at once on the host network). Errors:
-// runtime.unavailable when no namespace can be made,
-// network.nftables_unavailable when it cannot get its rules.
+// (loopback only) and mount namespace (its own /etc/resolv.conf and
+// /etc/hosts), listens on the proxy address inside it and bridges it to
+// egressd's proxy socket until ctx ends, and gives it transparent egress
+// (h.transparent). The returned channel is closed once the bridge has
+// stopped (at once on the host network). Errors: network.unavailable when
+// no namespace can be made, network.nftables_unavailable when it cannot
+// get its rules.
 func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	if h.spec.Network != api.NetworkIsolated {
@@ -167,6 +168,12 @@ func (h *holder) isolate(ctx context.Context) (<-chan struct{}, error) {
 	}
 	ns, err := netns.New()
 	if err != nil {
+		return nil, err
+	}
+	// The mount namespace, with the instance's /etc/resolv.conf and
+	// /etc/hosts, lives on the same thread: every run joins both.
+	if err := ns.PrivateEtc(h.cfg.Dir); err != nil {
+		ns.Close()
 		return nil, err
 	}
 	pl, err := ns.Listen(netns.ProxyAddress)

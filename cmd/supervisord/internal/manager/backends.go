@@ -12,9 +12,10 @@ import (
 
 // normalizeBackends validates and defaults the session backend, the
 // restart policy and the network mode (issue 6 items 3, 9 and 11).
-// Errors: instance.invalid; runtime.unavailable for network isolated when
-// supervisord is not root (never a silent fallback to the host network)
-// and for tmux when no tmux binary is found.
+// Errors: instance.invalid; network.unavailable when the request's
+// network mode (named, or the default) is isolated and no namespace can be
+// made (never a silent fallback to the host network); runtime.unavailable
+// for tmux when no tmux binary is found.
 func (m *Manager) normalizeBackends(req *api.ProvisionRequest) error {
 	switch req.SessionBackend {
 	case "", api.BackendNative:
@@ -42,23 +43,55 @@ func (m *Manager) normalizeBackends(req *api.ProvisionRequest) error {
 	default:
 		return wire.Errorf(api.CodeInstanceInvalid, "restart must be never or on-failure")
 	}
-	if req.Network == nil {
-		return nil
+	if req.Network != nil && req.Network.Mode != "" && req.Network.Mode != api.NetworkHost && req.Network.Mode != api.NetworkIsolated {
+		return wire.Errorf(api.CodeInstanceInvalid, "network.mode must be isolated or host (or absent: supervisord's -default-network)")
 	}
-	switch req.Network.Mode {
-	case "", api.NetworkHost:
-		req.Network.Mode = api.NetworkHost
-	case api.NetworkIsolated:
-		if !m.root {
-			return wire.Errorf(api.CodeRuntimeUnavailable, "network isolated needs supervisord to run as root (a network namespace needs CAP_SYS_ADMIN); the instance was not started on the host network")
-		}
-		if m.cfg.ProxySocket == "" {
-			return wire.Errorf(api.CodeRuntimeUnavailable, "network isolated needs egressd's proxy socket (-egress-proxy-socket)")
-		}
-	default:
-		return wire.Errorf(api.CodeInstanceInvalid, "network.mode must be host or isolated")
+	if m.networkMode(req) == api.NetworkIsolated {
+		return m.isolationAvailable(req)
 	}
 	return nil
+}
+
+// networkMode is the network mode req runs in: the one it names, else
+// supervisord's -default-network. The request itself is left as sent
+// (its digest, hence provision's idempotence, does not depend on the
+// flag); the resolved mode is recorded in the instance's spec.
+func (m *Manager) networkMode(req *api.ProvisionRequest) string {
+	if req.Network != nil && req.Network.Mode != "" {
+		return req.Network.Mode
+	}
+	return m.defaultNetwork()
+}
+
+// defaultNetwork is Config.DefaultNetwork, or api.DefaultNetwork.
+func (m *Manager) defaultNetwork() string {
+	if m.cfg.DefaultNetwork == "" {
+		return api.DefaultNetwork
+	}
+	return m.cfg.DefaultNetwork
+}
+
+// isolationAvailable fails with network.unavailable when network
+// isolated cannot be had here: never a silent fallback to the host
+// network. The message says whether the request asked for isolated or
+// got it as the default, and how to ask for host explicitly.
+func (m *Manager) isolationAvailable(req *api.ProvisionRequest) error {
+	why := ""
+	switch {
+	case !m.root:
+		why = "supervisord is not root (a network namespace needs CAP_SYS_ADMIN)"
+	case m.nsErr != nil:
+		why = "supervisord could not make a network and mount namespace at start (" + m.nsErr.Error() + ")"
+	case m.cfg.ProxySocket == "":
+		why = "egressd's proxy socket is not configured (-egress-proxy-socket)"
+	default:
+		return nil
+	}
+	asked := "asked for"
+	if req.Network == nil || req.Network.Mode == "" {
+		asked = "got as supervisord's -default-network"
+	}
+	return wire.Errorf(api.CodeNetworkUnavailable, "network isolated (%s) is unavailable: %s; nothing was started. Ask for network host explicitly to run the agent on the host network", asked, why)
 }
 
 // tmuxPath resolves the configured tmux binary. runtime.unavailable when

@@ -15,10 +15,10 @@ import (
 )
 
 // acquireEgress stages req's credentials and registers the instance's
-// bundle (issue 6 item 10). Without an egress client (tests of the manager
+// bundle, for an instance in network mode (its spec's). Without an egress client (tests of the manager
 // alone) an instance without credentials gets no proxy environment and a
 // credentialed one fails closed. Errors: credentials.unavailable.
-func (m *Manager) acquireEgress(ctx context.Context, req *api.ProvisionRequest) (*egress.Grant, error) {
+func (m *Manager) acquireEgress(ctx context.Context, req *api.ProvisionRequest, mode string) (*egress.Grant, error) {
 	eg := m.cfg.Egress
 	if eg == nil {
 		if len(req.Credentials) > 0 {
@@ -27,11 +27,10 @@ func (m *Manager) acquireEgress(ctx context.Context, req *api.ProvisionRequest) 
 		return &egress.Grant{Env: map[string]string{}}, nil
 	}
 	var allow []string
-	isolated := false
 	if req.Network != nil {
-		allow, isolated = req.Network.Allow, req.Network.Mode == api.NetworkIsolated
+		allow = req.Network.Allow
 	}
-	return eg.Acquire(ctx, req.InstanceID, req.Credentials, allow, isolated)
+	return eg.Acquire(ctx, req.InstanceID, req.Credentials, allow, mode == api.NetworkIsolated)
 }
 
 // releaseEgress drops md's bundle and revokes its leases (stop, destroy,

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	api "hostkit.dev/lib/api/supervisordapi"
 
 	"hostkit.dev/cmd/supervisord/internal/container"
 	"hostkit.dev/cmd/supervisord/internal/egress"
+	"hostkit.dev/cmd/supervisord/internal/netns"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -29,6 +31,7 @@ type Config struct {
 	LogFiles           int    // output log files kept, the current one included (min 1)
 	ProxySocket        string // egressd's proxy.sock, bridged into network isolated namespaces
 	SyntheticNames     int    // -synthetic-names: names an isolated instance's resolver answers for (0: the default)
+	DefaultNetwork     string // -default-network: the mode of a host instance whose request names none; "" = api.DefaultNetwork
 	Tmux               string // the tmux binary (session_backend tmux); "" = tmux in PATH
 	Logger             *slog.Logger
 	Egress             *egress.Client // stages leases and registers bundles; nil: credentialed provisioning fails closed
@@ -58,6 +61,7 @@ type Manager struct {
 	lost    lostSeen       // instances whose credentials_lost event was logged
 	pool    *holderPool    // filled by RunPool
 	rec     recovery       // intents and sweeps left for later (intent.go)
+	nsErr   error          // why no namespace could be made at start (root only); nil: network isolated works
 
 	uidsLoaded bool // the instances on disk were read into uids; guarded by uidMu
 }
@@ -78,6 +82,11 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.st.Init(); err != nil {
 		return nil, err
 	}
+	if m.root {
+		// Found out once, so that a request that cannot be isolated fails
+		// before anything is staged or written, and health can say so.
+		m.nsErr = netns.Probe()
+	}
 	return m, nil
 }
 
@@ -88,6 +97,13 @@ func (m *Manager) RunPool(ctx context.Context) { m.pool.run(ctx) }
 
 // Isolated reports whether agents run under their own uid.
 func (m *Manager) Isolated() bool { return m.root }
+
+// NetworkIsolation reports whether network isolated can be had: supervisord
+// is root, a namespace could be made at start and egressd's proxy socket
+// is configured.
+func (m *Manager) NetworkIsolation() bool {
+	return m.root && m.nsErr == nil && m.cfg.ProxySocket != ""
+}
 
 // Warning is the "agents are not isolated" warning, or "".
 func (m *Manager) Warning() string {
@@ -143,8 +159,14 @@ func (m *Manager) Health() map[string]any {
 		"host_runtime_enabled": m.cfg.HostRuntimeEnabled,
 		"agents_isolated":      m.root,
 		"instances":            counts,
+		"default_network":      m.defaultNetwork(),
+		"network_isolation":    m.NetworkIsolation(),
 	}
-	if w := m.Warning(); w != "" {
+	w := m.Warning()
+	if !m.NetworkIsolation() && m.defaultNetwork() == api.NetworkIsolated {
+		w = strings.TrimPrefix(w+"; NETWORK ISOLATION UNAVAILABLE: instances that name no network fail with network.unavailable", "; ")
+	}
+	if w != "" {
 		h["warning"] = w
 	}
 	return h

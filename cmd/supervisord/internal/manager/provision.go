@@ -70,7 +70,7 @@ func (m *Manager) Provision(ctx context.Context, req *api.ProvisionRequest) (*ap
 	fault.Point(fault.ProvisionIntent)
 	grant := &egress.Grant{}
 	if req.Start {
-		grant, err = m.acquireEgress(ctx, req) // all or nothing: a failure released what it staged
+		grant, err = m.acquireEgress(ctx, req, md.Spec.Network) // all or nothing: a failure released what it staged
 	} else {
 		err = m.checkEgress(ctx, req)
 	}
@@ -148,12 +148,12 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metad
 		Session: api.SessionDirect, WatchAgent: api.WatchAgent(id), CreatedAt: now, UpdatedAt: now,
 		Spec: store.Spec{
 			Command: req.Command, WorkingDir: req.WorkingDir, PTY: req.PTY, Rows: req.PTYRows, Cols: req.PTYCols,
-			SessionBackend: req.SessionBackend, Network: api.NetworkHost, AgentUID: uid,
+			SessionBackend: req.SessionBackend, Network: m.networkMode(req), AgentUID: uid,
 			StopTimeoutMS: req.StopTimeoutMS, LogMaxMB: m.cfg.LogMaxMB, LogFiles: m.cfg.LogFiles,
 		},
 	}
 	if req.Network != nil {
-		md.Spec.Network, md.Spec.Allow = req.Network.Mode, req.Network.Allow
+		md.Spec.Allow = req.Network.Allow
 	}
 	return md, m.backendSpec(md)
 }

@@ -35,6 +35,9 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 		in.AgentUID = uint32(os.Geteuid())
 		in.Warning = api.NotIsolatedWarning
 	}
+	if md.Spec.Network == api.NetworkHost && !terminal(md.State) {
+		in.Warning = strings.TrimPrefix(in.Warning+"; "+api.HostNetworkWarning, "; ")
+	}
 	in.Restart, in.Restarts, in.TmuxSocket = r.Restart, int64(md.Restarts), md.Spec.TmuxSocket
 	if live != nil && !terminal(md.State) {
 		in.State = live.State

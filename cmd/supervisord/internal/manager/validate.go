@@ -77,7 +77,13 @@ func (m *Manager) normalize(req *api.ProvisionRequest) error {
 	if err := m.normalizeBackends(req); err != nil {
 		return err
 	}
-	return egress.Validate(req.Credentials)
+	if err := egress.Validate(req.Credentials); err != nil {
+		return err
+	}
+	if m.networkMode(req) == api.NetworkIsolated {
+		return egress.ValidateIsolated(req.Credentials)
+	}
+	return nil
 }
 
 // digest is the sha256 of req's canonical encoding.

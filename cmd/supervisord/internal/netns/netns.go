@@ -1,7 +1,8 @@
 // Package netns gives an agent a network namespace of its own whose only
-// interface is loopback (issue 6 item 11, DESIGN.md "Agents and
-// isolation"), and bridges the proxy listener inside it to egressd's
-// proxy Unix socket, so that the agent can reach egressd and nothing else.
+// interface is loopback (DESIGN.md "Agents and isolation"), and a mount
+// namespace of its own whose /etc/resolv.conf and /etc/hosts are the
+// instance's, and bridges the proxy listener inside it to egressd's proxy
+// Unix socket, so that the agent can reach egressd and nothing else.
 //
 // A namespace is entered by one locked OS thread that never leaves it: the
 // listener is opened and every agent is started (forked) on that thread,
@@ -24,7 +25,7 @@ const ProxyAddress = api.IsolatedProxyAddress
 var errClosed = errors.New("netns: namespace closed")
 
 // unavailable wraps why a namespace could not be made as
-// runtime.unavailable: never a silent fallback to the host network.
+// network.unavailable: never a silent fallback to the host network.
 func unavailable(err error) error {
-	return wire.Wrap(api.CodeRuntimeUnavailable, "network isolated is unavailable: a network namespace needs root (CAP_SYS_ADMIN) on Linux; the agent was not started", err)
+	return wire.Wrap(api.CodeNetworkUnavailable, "network isolated is unavailable: network and mount namespaces need root (CAP_SYS_ADMIN) on Linux; the agent was not started", err)
 }

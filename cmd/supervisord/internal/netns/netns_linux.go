@@ -19,7 +19,7 @@ type NS struct {
 }
 
 // New creates a network namespace with loopback up, held by a dedicated
-// OS thread until Close. Errors: runtime.unavailable (not root, no
+// OS thread until Close. Errors: network.unavailable (not root, no
 // CAP_SYS_ADMIN, or loopback could not be brought up).
 func New() (*NS, error) {
 	ns := &NS{calls: make(chan func()), done: make(chan struct{})}

@@ -12,7 +12,7 @@ import (
 // NS is a network namespace; none exists on this system.
 type NS struct{}
 
-// New fails with runtime.unavailable: network namespaces need Linux.
+// New fails with network.unavailable: network namespaces need Linux.
 func New() (*NS, error) { return nil, unavailable(errors.New("netns: needs Linux")) }
 
 // Do fails: there is no namespace.
@@ -39,3 +39,9 @@ type Egress struct{ Names *Names }
 func (ns *NS) TransparentEgress(ctx context.Context, cfg EgressConfig) (*Egress, <-chan struct{}, error) {
 	return nil, nil, errClosed
 }
+
+// Probe fails with network.unavailable: namespaces need Linux.
+func Probe() error { return unavailable(errors.New("netns: needs Linux")) }
+
+// PrivateEtc fails: there is no namespace.
+func (ns *NS) PrivateEtc(dir string) error { return errClosed }

@@ -46,7 +46,7 @@ type Spec struct {
 	Rows           uint16            `json:"rows,omitempty"`
 	Cols           uint16            `json:"cols,omitempty"`
 	SessionBackend string            `json:"session_backend"`
-	Network        string            `json:"network"`
+	Network        string            `json:"network"` // isolated, host (a host instance's mode, resolved at provision: never re-read from the flag) or none (container)
 	Allow          []string          `json:"allow,omitempty"`
 	AgentUID       int               `json:"agent_uid"` // -1: supervisord's own uid
 	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
