@@ -27,7 +27,13 @@ const (
 	CodeSecretInRequest      = "egress.secret_in_request"
 	CodeTimeout              = "egress.timeout"
 	CodeTooLarge             = "egress.too_large" // request headers or body over the caps
-	CodeUpstreamError        = "egress.upstream_error"
+	// CodeUnavailable answers (503, Retry-After: 1) a proxy request that
+	// names an invocation without a bundle during -reregister-grace after
+	// egressd started, while stagers re-register the bundles a restart
+	// lost; supervisord's isolated-instance bridge answers it too while
+	// egressd's proxy socket refuses connections.
+	CodeUnavailable   = "egress.unavailable"
+	CodeUpstreamError = "egress.upstream_error"
 )
 
 // Codes lists the codes above, sorted and unique (a test checks).
@@ -56,5 +62,6 @@ var Codes = []string{
 	CodeSecretInRequest,
 	CodeTimeout,
 	CodeTooLarge,
+	CodeUnavailable,
 	CodeUpstreamError,
 }
