@@ -24,7 +24,7 @@ const (
 	// reregisterWorkers bounds the instances re-registered at once: each
 	// costs a few calls to secretd and egressd, which serve them
 	// concurrently.
-	reregisterWorkers = 8
+	reregisterWorkers = 16
 	// reregisterTick is how often RunReregister looks for failed
 	// re-registrations due for another attempt.
 	reregisterTick = 250 * time.Millisecond
@@ -201,7 +201,10 @@ func (m *Manager) reregisterOne(ctx context.Context, id string) {
 		m.audit(ctx, AuditReregister, nil, fields)
 		m.forgetRetry(id)
 	}
-	if serr := m.st.Save(md); serr != nil {
+	// Not fsynced: the epoch dies with the host anyway (egressd's bundles
+	// live in its memory), and a durable write per instance would slow
+	// the re-registration of many by a journal commit each.
+	if serr := m.st.SaveAtomic(md); serr != nil {
 		m.cfg.Logger.Error("instance.save", slog.String("instance", id), slog.Any("err", serr))
 	}
 }
