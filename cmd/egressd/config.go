@@ -46,6 +46,7 @@ type flags struct {
 	maxHeader     int
 	handshake     time.Duration
 	idle          time.Duration
+	grace         time.Duration
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -81,6 +82,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.invRequests, "proxy-max-requests-per-invocation", 64, "most requests of one invocation in the pipeline at once, from the request body to the answer's header (each may hold a request body)")
 	fs.IntVar(&f.invStreams, "proxy-max-streams-per-invocation", 0, "most answers (and WebSocket connections) one invocation streams at once (0: a quarter of -proxy-max-conns)")
 	fs.IntVar(&f.maxConns, "proxy-max-conns", 4096, "most open proxy client connections (TCP and Unix socket together)")
+	fs.DurationVar(&f.grace, "reregister-grace", 10*time.Second, "after start, how long a proxy request naming an invocation without a bundle gets 503 egress.unavailable with Retry-After: 1 instead of 407, while stagers re-register the bundles a restart lost (0: none)")
 	fs.Float64Var(&f.authAudit, "proxy-auth-audit-rate", 20, "failed proxy authentications audited per second after a burst of five times this (the rest are counted in the next record)")
 }
 
@@ -120,6 +122,7 @@ type proxyLimits struct {
 	InvRequests           int
 	InvStreams            int
 	MaxConns              int
+	ReregisterGrace       time.Duration // 0: none
 }
 
 func (f *flags) config(l daemon.Layout) (*Config, error) {
@@ -134,7 +137,8 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 		Timeouts:      timeouts{Dial: f.dial, TLSHandshake: f.tlsHandshake, ResponseHeader: f.respHeader, Idle: f.exchangeIdle, Total: f.total},
 		Strip:         f.strip,
 		Proxy: proxyLimits{MaxTunnels: f.maxTunnels, MaxHeader: f.maxHeader, Handshake: f.handshake, Idle: f.idle,
-			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, InvStreams: f.invStreams, MaxConns: f.maxConns},
+			AuthAuditRate: f.authAudit, InvTunnels: f.invTunnels, InvRequests: f.invRequests, InvStreams: f.invStreams, MaxConns: f.maxConns,
+			ReregisterGrace: f.grace},
 	}
 	var err error
 	if c.ProxyAddress, err = netip.ParseAddrPort(f.proxyAddress); err != nil {
@@ -187,6 +191,9 @@ func (f *flags) config(l daemon.Layout) (*Config, error) {
 	if f.maxTunnels <= 0 || f.maxHeader <= 0 || f.handshake <= 0 || f.idle <= 0 || !(f.authAudit > 0) ||
 		f.invTunnels < 0 || f.invRequests <= 0 || f.invStreams < 0 || f.maxConns <= 0 {
 		return nil, fmt.Errorf("the -proxy-* limits must be positive")
+	}
+	if f.grace < 0 {
+		return nil, fmt.Errorf("-reregister-grace must not be negative")
 	}
 	if len(f.anonymous) > 0 {
 		c.Anonymous = &egressdapi.Policy{}

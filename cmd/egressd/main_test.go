@@ -133,7 +133,7 @@ func startEgressd(t *testing.T, root string, args ...string) *egressd {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0"}, args...), &bytes.Buffer{}, e.stderr)
+		done <- run(ctx, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0", "-reregister-grace", "0"}, args...), &bytes.Buffer{}, e.stderr)
 	}()
 	e.rpc = rpc.NewClient(filepath.Join(root, "run", "egressd", "api.sock"), 10*time.Second)
 	e.api = egressdapi.NewClient(e.rpc)
@@ -155,7 +155,7 @@ func startEgressd(t *testing.T, root string, args ...string) *egressd {
 func startEgressdProc(t *testing.T, root string, args ...string) *egressd {
 	t.Helper()
 	e := &egressd{stderr: &lockedBuf{}, root: root}
-	cmd := exec.Command(egressdBin, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(egressdBin, append([]string{"-root", root, "-audit-fsync", "never", "-proxy-address", "127.0.0.1:0", "-reregister-grace", "0"}, args...)...)
 	cmd.Stderr = e.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ExchangeIdle: to.Idle, BufferBudget: cfg.BufferBudget, Budget: budget, MaxHeaderBytes: cfg.Proxy.MaxHeader, MaxBody: cfg.MaxBody,
 		AuthAuditRate: cfg.Proxy.AuthAuditRate, AuthAuditBurst: int(max(1, 5*cfg.Proxy.AuthAuditRate)),
 		MaxTunnelsPerInvocation: cfg.Proxy.InvTunnels, MaxRequestsPerInvocation: cfg.Proxy.InvRequests, MaxConns: cfg.Proxy.MaxConns,
-		MaxStreamsPerInvocation: cfg.Proxy.InvStreams,
+		MaxStreamsPerInvocation: cfg.Proxy.InvStreams, ReregisterGrace: cfg.Proxy.ReregisterGrace,
 	})
 	defer px.Close()
 	// secretd's socket is logged as broker_socket: a key that names

@@ -176,6 +176,7 @@ type egressStack struct {
 	mu       sync.Mutex
 	auths    []string
 	byPath   []string // "path Authorization" of every request, in order
+	hits     []hit    // every request the upstream received, in order
 	sdc      *secretdapi.Client
 	egc      *egressdapi.Client
 	caFile   string
@@ -221,6 +222,7 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 		s.mu.Lock()
 		s.auths = append(s.auths, r.Header.Get("Authorization"))
 		s.byPath = append(s.byPath, r.URL.Path+" "+r.Header.Get("Authorization"))
+		s.hits = append(s.hits, hit{path: r.URL.Path, auth: r.Header.Get("Authorization"), at: time.Now()})
 		s.mu.Unlock()
 		if strings.HasSuffix(r.URL.Path, "/info/refs") { // git's dumb HTTP protocol: one ref
 			w.Header().Set("Content-Type", "text/plain")
@@ -232,8 +234,11 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 	port := strconv.Itoa(s.upstream.Listener.Addr().(*net.TCPAddr).Port)
 	s.origin = "https://api.test:" + port
 	s.sd = startPeer(t, "secretd", "secretd", root)
+	// No re-registration grace: these tests expect 407 for a dropped
+	// bundle's token however soon after egressd's start they send it
+	// (the restart tests turn it on).
 	s.egArgs = []string{"-audit-fsync", "never", "-proxy-address", "127.0.0.1:0", "-ca-file", s.caFile,
-		"-resolve", "api.test:" + port + ":127.0.0.1"}
+		"-resolve", "api.test:" + port + ":127.0.0.1", "-reregister-grace", "0"}
 	s.eg = startPeer(t, "egressd", "egressd", root, s.egArgs...)
 	s.sdc, s.egc = secretdapi.NewClient(s.sd.rc), egressdapi.NewClient(s.eg.rc)
 	_, err = s.sdc.CredentialPut(context.Background(), &secretdapi.CredentialPutRequest{Name: "api", Value: []byte(egressCanary),
@@ -441,26 +446,46 @@ func TestEveryInstanceGetsABundle(t *testing.T) {
 	is.True(strings.Contains(h["warning"].(string), "EGRESSD UNREACHABLE"))
 }
 
-// TestNewEgressdEpochMarksCredentialsLost guards against an instance that
-// looks healthy after egressd restarted and forgot its bundle.
-func TestNewEgressdEpochMarksCredentialsLost(t *testing.T) {
+// TestFailedReregistrationMarksCredentialsLost guards against an instance
+// that looks healthy after egressd restarted and its bundle could not be
+// registered again: with its credential deleted at secretd, the
+// credentialed instance is credentials_lost with the reason (status,
+// health counts, the log, the audit trail) and nothing stays staged; the
+// instance without credentials gets its bundle back and stays running.
+func TestFailedReregistrationMarksCredentialsLost(t *testing.T) {
 	is := is.New(t)
 	s := newEgressStack(t)
 	ctx := context.Background()
 	cred := s.provision(api.ProvisionRequest{Command: []string{"sleep", "1000"}, Credentials: []api.CredentialSpec{{Credential: "api", Env: "T"}}})
 	plain := s.provision(api.ProvisionRequest{Command: []string{"sleep", "1000"}})
 	is.Equal(cred.State, api.StateRunning)
+	is.NoErr(s.sdc.CredentialDelete(ctx, "api"))
 	s.restartEgressd(t)
-	s.waitState(cred.InstanceID, api.StateCredsLost, 5*time.Second)
+	s.waitState(cred.InstanceID, api.StateCredsLost, 10*time.Second)
+	var st *api.Instance
+	waitFor(t, 10*time.Second, func() bool { // the reason, once the re-registration failed
+		st, _ = s.c.Status(ctx, cred.InstanceID)
+		return st != nil && strings.Contains(st.Warning, "lease.stage api: "+secretdapi.CodeCredentialNotFound)
+	})
+	is.Equal(st.State, api.StateCredsLost)
+	waitFor(t, 10*time.Second, func() bool { _, err := s.egc.Stats(ctx, plain.InstanceID); return err == nil })
 	st, err := s.c.Status(ctx, plain.InstanceID)
 	is.NoErr(err)
-	is.Equal(st.State, api.StateRunning) // only credentialed instances
+	is.Equal(st.State, api.StateRunning) // re-registered
+	is.Equal(st.Warning, "")
 	var h struct {
 		Instances map[string]int64 `msgpack:"instances"`
 	}
 	is.NoErr(s.rc.Call(ctx, healthapi.Op, nil, &h))
 	is.Equal(h.Instances[api.StateCredsLost], int64(1))
 	is.True(strings.Contains(s.cmd.Stderr.(*lockedBuf).String(), "instance.credentials_lost"))
+	failed := s.reregisterRecords(t, cred.InstanceID, false)
+	is.True(len(failed) > 0)
+	is.Equal(failed[0].Code, api.CodeCredentialsUnavailable)
+	is.True(strings.Contains(failed[0].Fields["reason"].(string), secretdapi.CodeCredentialNotFound))
+	leases, err := s.sdc.LeaseList(ctx, "")
+	is.NoErr(err)
+	is.Equal(len(leases.Leases), 0) // nothing left staged
 	// Stop ends it (the drop at the new egressd finds nothing; no error).
 	st, err = s.c.Stop(ctx, cred.InstanceID)
 	is.NoErr(err)

@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc.AuditLog, svc.Roles = alog, r
 	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger, *defNet)...)
 	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep),
-		loopActor(ctx, mgr.RunRecovery)}
+		loopActor(ctx, mgr.RunRecovery), loopActor(ctx, mgr.RunReregister)}
 	return svc.Run(ctx)
 }
 

@@ -27,9 +27,15 @@ const (
 	CodeResponseUndecodable  = "egress.response_undecodable" // a compressed response body that cannot be scanned
 	CodeSecretInRequest      = "egress.secret_in_request"
 	CodeTimeout              = "egress.timeout"
-	CodeTransparentRefused   = "egress.transparent_refused" // the Hostkit-Transparent header off the Unix proxy socket, or with an unknown value
 	CodeTooLarge             = "egress.too_large"           // request headers or body over the caps
-	CodeUpstreamError        = "egress.upstream_error"
+	CodeTransparentRefused   = "egress.transparent_refused" // the Hostkit-Transparent header off the Unix proxy socket, or with an unknown value
+	// CodeUnavailable answers (503, Retry-After: 1) a proxy request that
+	// names an invocation without a bundle during -reregister-grace after
+	// egressd started, while stagers re-register the bundles a restart
+	// lost; supervisord's isolated-instance bridge answers it too while
+	// egressd's proxy socket refuses connections.
+	CodeUnavailable   = "egress.unavailable"
+	CodeUpstreamError = "egress.upstream_error"
 )
 
 // Codes lists the codes above, sorted and unique (a test checks).
@@ -60,5 +66,6 @@ var Codes = []string{
 	CodeTimeout,
 	CodeTooLarge,
 	CodeTransparentRefused,
+	CodeUnavailable,
 	CodeUpstreamError,
 }

@@ -14,8 +14,9 @@ const (
 	CodeLeaseExpired           = "lease.expired"
 	CodeLeaseInvalidHandle     = "lease.invalid_handle" // not a handle secretd could have made
 	CodeLeaseInvalidTTL        = "lease.invalid_ttl"
-	CodeLeaseNotFound          = "lease.not_found"   // unknown, revoked or swept
-	CodeLeaseStaleEpoch        = "lease.stale_epoch" // staged by an earlier secretd process
+	CodeLeaseNotFound          = "lease.not_found"          // unknown, revoked or swept
+	CodeLeasePlaceholderInUse  = "lease.placeholder_in_use" // a stage asked for a placeholder another invocation's live lease holds
+	CodeLeaseStaleEpoch        = "lease.stale_epoch"        // staged by an earlier secretd process
 	CodeLeaseTargetDenied      = "lease.target_not_allowed"
 	CodeLeaseWrongInvocation   = "lease.wrong_invocation"
 	CodeOwnerInvalid           = "owner.invalid" // an owner id that is not [a-z0-9-]{1,64}
@@ -35,6 +36,7 @@ var Codes = []string{
 	CodeLeaseInvalidHandle,
 	CodeLeaseInvalidTTL,
 	CodeLeaseNotFound,
+	CodeLeasePlaceholderInUse,
 	CodeLeaseStaleEpoch,
 	CodeLeaseTargetDenied,
 	CodeLeaseWrongInvocation,

@@ -138,9 +138,40 @@ type LeaseStageRequest struct {
 	// finds and releases exactly the leases it staged (docs/secretd.md,
 	// "Owners"). It is bookkeeping, not an access check: every stager may
 	// name any owner.
-	Owner  string `msgpack:"owner"`
-	Target string `msgpack:"target"`
-	TTLMS  int64  `msgpack:"ttl_ms"` // 0 = DefaultTTLMS; MinTTLMS..MaxTTLMS
+	Owner string `msgpack:"owner"`
+	// Placeholder asks for this placeholder instead of a fresh one ("" =
+	// a fresh one, as before the field existed): a stager that
+	// re-registers a running agent after egressd restarted stages its
+	// leases under the placeholders already in the agent's environment.
+	// It must be ValidPlaceholder (else request.invalid), and no live
+	// (staged, unconsumed, unexpired) lease of another invocation may
+	// hold it (else lease.placeholder_in_use); a live lease of the same
+	// invocation may.
+	Placeholder string `msgpack:"placeholder"`
+	Target      string `msgpack:"target"`
+	TTLMS       int64  `msgpack:"ttl_ms"` // 0 = DefaultTTLMS; MinTTLMS..MaxTTLMS
+}
+
+// PlaceholderPrefix starts every placeholder.
+const PlaceholderPrefix = "hkp_"
+
+// PlaceholderLen is a placeholder's length in bytes: PlaceholderPrefix and
+// 32 lowercase unpadded base32 characters (20 random bytes).
+const PlaceholderLen = len(PlaceholderPrefix) + 32
+
+// ValidPlaceholder reports whether s is a placeholder as secretd makes
+// them (the placeholder grammar, DESIGN.md "Placeholder"):
+// "hkp_" followed by exactly 32 characters of [a-z2-7].
+func ValidPlaceholder(s string) bool {
+	if len(s) != PlaceholderLen || s[:len(PlaceholderPrefix)] != PlaceholderPrefix {
+		return false
+	}
+	for i := len(PlaceholderPrefix); i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // LeaseStageResponse carries the opaque one-shot handle (for egressd) and

@@ -296,3 +296,37 @@ func TestStats(t *testing.T) {
 	_, err = r.Stats("nope")
 	is.Equal(wire.CodeOf(err), egressdapi.CodeBundleUnknown)
 }
+
+// TestPlaceholderNamesOneInvocation: a placeholder another invocation's
+// bundle holds is refused at register (bundle.consume_failed, nothing
+// kept, the value zeroed and unregistered), the same placeholder for the
+// same invocation after a drop is fine, and once the holder is dropped
+// another invocation may take it.
+func TestPlaceholderNamesOneInvocation(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	sc := redact.NewScrubber()
+	r := NewRegistry(&fakeConsumer{leases: map[string]secretdapi.Lease{"h1": goodLease(), "h2": goodLease()}}, sc)
+	_, err := register(r, "inv-1", "h1")
+	is.NoErr(err)
+	_, err = register(r, "inv-2", "h2")
+	is.Equal(wire.CodeOf(err), egressdapi.CodeBundleConsumeFailed)
+	is.True(!strings.Contains(err.Error(), ph))
+	_, err = r.Get("inv-2")
+	is.Equal(wire.CodeOf(err), egressdapi.CodeBundleUnknown) // nothing kept
+	owner, ok := r.PlaceholderOwner(ph)
+	is.True(ok)
+	is.Equal(owner, "inv-1") // still inv-1's
+	n, c := r.Counts()
+	is.Equal([2]int{n, c}, [2]int{1, 1})
+
+	is.NoErr(r.Drop("inv-1"))
+	_, err = register(r, "inv-1", "h1") // re-registered with its own placeholder
+	is.NoErr(err)
+	is.NoErr(r.Drop("inv-1"))
+	_, err = register(r, "inv-2", "h2") // free now
+	is.NoErr(err)
+	owner, _ = r.PlaceholderOwner(ph)
+	is.Equal(owner, "inv-2")
+	is.Equal(sc.Scrub(canary), redact.Redacted)
+}

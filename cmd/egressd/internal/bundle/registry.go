@@ -93,6 +93,17 @@ func (r *Registry) Register(ctx context.Context, req *egressdapi.BundleRegisterR
 	b := &Bundle{Invocation: req.Invocation, Owner: req.Owner, RegisteredAt: time.Now(), policy: pol, token: []byte(req.ProxyToken), creds: creds, gone: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A stager may choose placeholders (a re-registration keeps the ones
+	// in the agent's environment); secretd refuses one that another
+	// invocation's staged lease holds, and this refuses one that another
+	// invocation's bundle holds, so a placeholder always names one
+	// invocation.
+	for _, c := range creds {
+		if inv, ok := r.places[c.Placeholder]; ok && inv != req.Invocation {
+			zeroCreds(creds)
+			return nil, wire.Errorf(egressdapi.CodeBundleConsumeFailed, "a placeholder of the leases is held by another invocation's bundle; nothing is kept")
+		}
+	}
 	for _, c := range creds {
 		c.unregister = r.scrub.Register(c.value.Bytes())
 		r.held[sha256.Sum256(c.value.Bytes())]++

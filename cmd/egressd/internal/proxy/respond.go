@@ -66,7 +66,7 @@ func Status(err error) int {
 		return http.StatusBadGateway
 	case egressdapi.CodeTimeout:
 		return http.StatusGatewayTimeout
-	case wire.CodeServerBusy:
+	case wire.CodeServerBusy, egressdapi.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case wire.CodeInternal:
 		return http.StatusInternalServerError
@@ -86,6 +86,9 @@ func (c *conn) refuse(err error, closeAfter bool) {
 	h = append(h, request.Field{Name: "Content-Type", Value: "text/plain; charset=utf-8"})
 	if status == http.StatusProxyAuthRequired {
 		h = append(h, request.Field{Name: "Proxy-Authenticate", Value: `Basic realm="hostkit egressd"`})
+	}
+	if we.Code == egressdapi.CodeUnavailable {
+		h = append(h, request.Field{Name: "Retry-After", Value: "1"}) // RFC 9110 §10.2.3: seconds
 	}
 	h = append(h, request.Field{Name: HeaderError, Value: we.Code})
 	c.write("", status, h, body, closeAfter)
@@ -172,6 +175,12 @@ func (c *conn) auth(req *http.Request) (*bundle.Bundle, error) {
 		}
 		inv = user
 		b, gerr := c.s.cfg.Registry.Get(user)
+		if gerr != nil && c.s.inGrace() {
+			// egressd started moments ago and forgot every bundle: the
+			// invocation's stager is likely re-registering it now.
+			why = "unknown_invocation"
+			return nil, errUnavailable
+		}
 		if gerr != nil {
 			why = "unknown_invocation"
 			return nil, errDenied
@@ -221,6 +230,11 @@ func (c *conn) rejectErr(b *bundle.Bundle, req *http.Request, err error, closeAf
 	}
 	c.reject(b, err, closeAfter, pipeline.OpRequest, map[string]any{pipeline.KeyMethod: req.Method})
 }
+
+// errUnavailable answers an unknown invocation during ReregisterGrace
+// (503 with Retry-After: 1).
+var errUnavailable = &wire.Error{Code: egressdapi.CodeUnavailable, Retry: wire.RetrySafe,
+	Msg: "egressd restarted moments ago and does not know this invocation yet; retry in a second"}
 
 var errDenied = wire.Errorf(wire.CodePeerDenied, "proxy authentication required: Proxy-Authorization: Basic base64(invocation:proxy_token)")
 

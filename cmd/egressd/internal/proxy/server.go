@@ -89,12 +89,22 @@ type Config struct {
 	// left over).
 	AuthAuditRate  float64
 	AuthAuditBurst int
+
+	// ReregisterGrace is how long after New a request whose credentials
+	// name a well-formed invocation without a bundle is answered 503
+	// egress.unavailable with Retry-After: 1 instead of 407: a restart
+	// forgot every bundle, and stagers re-register their running agents'
+	// within seconds, so the agent is told to retry rather than that its
+	// token is wrong. A wrong token of a registered invocation is 407 as
+	// ever. 0 = no grace (tests; the flag's default is 10 s).
+	ReregisterGrace time.Duration
 }
 
 // Server serves the proxy face on any number of listeners. Create with
 // New; stop with Close.
 type Server struct {
 	cfg     Config
+	started time.Time // New's time (monotonic): ReregisterGrace counts from it
 	tunnels chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -159,12 +169,18 @@ func New(cfg Config) *Server {
 		cfg.Budget = pipeline.NewBudget(cfg.BufferBudget)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
+	return &Server{cfg: cfg, started: time.Now(), tunnels: make(chan struct{}, cfg.MaxTunnels), ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]bool{}, conns: map[net.Conn]bool{},
 		budget:      cfg.Budget,
 		authAudit:   rate.NewLimiter(rate.Limit(cfg.AuthAuditRate), cfg.AuthAuditBurst),
 		invTunnels:  newSlots(cfg.MaxTunnelsPerInvocation),
 		invRequests: newSlots(cfg.MaxRequestsPerInvocation), invStreams: newSlots(cfg.MaxStreamsPerInvocation)}
+}
+
+// inGrace reports whether the server is within ReregisterGrace of its
+// start.
+func (s *Server) inGrace() bool {
+	return s.cfg.ReregisterGrace > 0 && time.Since(s.started) < s.cfg.ReregisterGrace
 }
 
 // Serve accepts connections on l until Close; via names the listener in

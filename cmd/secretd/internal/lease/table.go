@@ -30,6 +30,10 @@ type Spec struct {
 	BasicUser   string // basic:password only: the user-id egressd sends ("" = the agent's)
 	Invocation  string
 	Owner       string // the stager's owner id ("" = none): List and Revoke select by it
+	// Placeholder is the placeholder the stager asked for
+	// (secretdapi.ValidPlaceholder, checked by the caller); "" = a fresh
+	// one.
+	Placeholder string
 	TTL         time.Duration
 	Stager      sock.Peer
 }
@@ -93,13 +97,18 @@ type Staged struct {
 	MAC         MAC
 }
 
-// Stage copies value into locked memory and stages a lease for spec.
-// Errors: server.busy (MaxLeases reached), internal (no randomness or
-// memory); nothing is staged on error.
+// Stage copies value into locked memory and stages a lease for spec,
+// under spec.Placeholder when it is set. Errors: server.busy (MaxLeases
+// reached), lease.placeholder_in_use (a live lease of another invocation
+// holds spec.Placeholder), internal (no randomness or memory); nothing is
+// staged on error.
 func (t *Table) Stage(spec Spec, value []byte) (Staged, error) {
 	h, ph, err := t.keys.newHandle()
 	if err != nil {
 		return Staged{}, err
+	}
+	if spec.Placeholder != "" {
+		ph = spec.Placeholder
 	}
 	buf, err := t.cfg.Alloc.Copy(value)
 	if err != nil {
@@ -114,12 +123,19 @@ func (t *Table) Stage(spec Spec, value []byte) (Staged, error) {
 		gone = t.dropExpired(now)
 	}
 	full := len(t.leases) >= t.cfg.MaxLeases
-	if !full {
+	// The check and the insert are one critical section, so two stages
+	// of one placeholder for two invocations cannot both succeed.
+	inUse := spec.Placeholder != "" && t.heldElsewhere(spec.Placeholder, spec.Invocation, now)
+	if !full && !inUse {
 		t.leases[e.mac] = e
 	}
 	t.mu.Unlock()
 	for _, b := range gone {
 		b.Free()
+	}
+	if inUse {
+		buf.Free()
+		return Staged{}, wire.Errorf(secretdapi.CodeLeasePlaceholderInUse, "another invocation's staged lease holds that placeholder")
 	}
 	if full {
 		buf.Free()
@@ -252,6 +268,19 @@ func (t *Table) Counts() (leases, tombs int) {
 		}
 	}
 	return leases, len(t.tombs)
+}
+
+// heldElsewhere reports whether a live (unexpired, unconsumed) lease of
+// an invocation other than invocation holds placeholder ph; t.mu is held.
+// A linear scan: only stages that name a placeholder (re-registrations)
+// pay it, and the table is bounded by MaxLeases.
+func (t *Table) heldElsewhere(ph, invocation string, now time.Time) bool {
+	for _, e := range t.leases {
+		if e.ph == ph && e.spec.Invocation != invocation && now.Before(e.expires) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropExpired forgets every expired lease (at MaxLeases, expired ones make

@@ -29,6 +29,9 @@ var seeds = map[string][]any{
 	"FuzzLeaseStage": {
 		&secretdapi.LeaseStageRequest{Credential: "github", Destination: "https://api.github.com", Invocation: "inv-1", Target: "header:Authorization", TTLMS: 1000},
 		map[string]any{"credential": "github", "invocation": "i", "value": []byte("raw")},
+		&secretdapi.LeaseStageRequest{Credential: "github", Destination: "https://api.github.com", Invocation: "inv-1",
+			Placeholder: "hkp_abcdefghijklmnopqrstuvwxyz234567", Target: "query:t"},
+		map[string]any{"credential": "github", "invocation": "i", "placeholder": []byte("hkp_")},
 	},
 	"FuzzLeaseConsume": {
 		&secretdapi.LeaseConsumeRequest{Handles: [][]byte{make([]byte, 40), {1}}, Invocation: "inv-1"},
@@ -118,7 +121,7 @@ func FuzzLeaseStage(f *testing.F) {
 			return
 		}
 		d, err := ttl(req.TTLMS)
-		if err != nil {
+		if err != nil || checkPlaceholder(req.Placeholder, map[string]any{}) != nil {
 			return
 		}
 		_ = reg.With(req.Credential, func(meta *secretdapi.CredentialMeta, value []byte) error {
@@ -126,7 +129,7 @@ func FuzzLeaseStage(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			spec.TTL = d
+			spec.TTL, spec.Invocation, spec.Placeholder = d, req.Invocation, req.Placeholder
 			table.Revoke(spec.Invocation, "")
 			_, err = table.Stage(spec, value)
 			return err

@@ -31,6 +31,20 @@ func checkOwner(owner string, fields map[string]any) error {
 	return nil
 }
 
+// checkPlaceholder checks a stage's optional placeholder and records in
+// fields that one was asked for (never the placeholder itself: audit
+// records name leases by handle fingerprint). Errors: request.invalid.
+func checkPlaceholder(ph string, fields map[string]any) error {
+	if ph == "" {
+		return nil
+	}
+	fields["placeholder_given"] = true
+	if !secretdapi.ValidPlaceholder(ph) {
+		return wire.Errorf(wire.CodeRequestInvalid, "placeholder must be hkp_ and 32 characters of [a-z2-7]")
+	}
+	return nil
+}
+
 // ttl applies the default and bounds of a stage's ttl_ms.
 func ttl(ms int64) (time.Duration, error) {
 	if ms == 0 {
@@ -58,13 +72,16 @@ func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
 	if err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}
+	if err := checkPlaceholder(req.Placeholder, fields); err != nil {
+		return nil, s.finish(ctx, call, err, fields)
+	}
 	var st lease.Staged
 	err = s.reg.With(req.Credential, func(meta *secretdapi.CredentialMeta, value []byte) error {
 		spec, err := choose(meta, &req)
 		if err != nil {
 			return err
 		}
-		spec.Invocation, spec.Owner, spec.TTL, spec.Stager = req.Invocation, req.Owner, d, call.Peer
+		spec.Invocation, spec.Owner, spec.TTL, spec.Stager, spec.Placeholder = req.Invocation, req.Owner, d, call.Peer, req.Placeholder
 		fields["destination"], fields["target"] = spec.Destination, spec.Target
 		st, err = s.table.Stage(spec, value)
 		return err

@@ -101,6 +101,10 @@ type Record struct {
 	Epoch        string   `json:"epoch,omitempty"`       // egressd's epoch at registration
 	Credentials  []string `json:"credentials,omitempty"` // credential names, in request order
 	Warning      string   `json:"warning,omitempty"`     // why the instance has no bundle
+	// Lost says why the last re-registration after egressd forgot the
+	// bundle (a restart) failed: the step and the underlying code. ""
+	// when none failed since the bundle was registered at Epoch.
+	Lost string `json:"lost,omitempty"`
 }
 
 // Grant is the outcome of Acquire: the record and the variables to add
@@ -182,30 +186,9 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	if err != nil {
 		return fail("proxy token", err)
 	}
-	pol := egressdapi.Policy{Allow: make([]egressdapi.AllowRule, 0, len(allow))}
-	for _, o := range allow {
-		pol.Allow = append(pol.Allow, egressdapi.AllowRule{Origin: o})
-	}
-	req := &egressdapi.BundleRegisterRequest{Handles: handles, Invocation: invocation, Owner: c.cfg.Owner, Policy: pol, ProxyToken: token}
-	reg, err := c.eg.BundleRegister(ctx, req)
-	if wire.HasCode(err, egressdapi.CodeBundleExists) && c.cfg.Owner != "" {
-		// A bundle for this id exists. Our own is a leftover of a crash
-		// that nothing released yet: drop it (by owner, so the check and
-		// the drop are one step at egressd) and register once more.
-		// Another owner's is never dropped: the drop answers
-		// bundle.owner_mismatch and this provision fails with
-		// bundle.exists.
-		if derr := c.eg.BundleDropOwned(ctx, invocation, c.cfg.Owner); derr == nil {
-			log.Warn("instance.bundle_replaced", slog.String("instance", invocation), slog.String("owner", c.cfg.Owner))
-			reg, err = c.eg.BundleRegister(ctx, req)
-		}
-	}
+	req := &egressdapi.BundleRegisterRequest{Handles: handles, Invocation: invocation, Owner: c.cfg.Owner, Policy: policyOf(allow), ProxyToken: token}
+	reg, err := c.register(ctx, req)
 	if err != nil {
-		if !wire.HasCode(err, egressdapi.CodeBundleExists) {
-			// A register whose answer was lost may have been carried out:
-			// ours goes; another owner's stays (the drop names us).
-			c.dropOwned(context.WithoutCancel(ctx), invocation)
-		}
 		return fail("bundle.register", err)
 	}
 	clear(handles)

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -44,10 +45,21 @@ func (c *Client) Lost(epoch string) bool {
 	return epoch != "" && c.ep.epoch != "" && c.ep.epoch != epoch
 }
 
-// Watch polls egressd's health every interval (0 = DefaultPollInterval)
-// until ctx ends. Whenever the epoch it sees differs from the one it last
-// handed over (the first answer included), it calls onChange with it;
-// onChange marks instances whose bundle belongs to another epoch.
+// FastProbe is how often Watch probes egressd's health while egressd
+// does not answer: a restarted egressd's epoch is seen at most this long
+// (and one health call) after it listens again.
+const FastProbe = 100 * time.Millisecond
+
+// Watch follows egressd's epoch until ctx ends: it holds an idle
+// connection to egressd's socket and probes health whenever egressd
+// closes it (egressd stopped or died, or the connection sat idle for the
+// server's idle timeout), then every FastProbe until egressd answers
+// again, and otherwise every interval (0 = DefaultPollInterval). So a
+// restart is seen within FastProbe of the new egressd's READY rather than
+// at the next poll. Whenever the epoch it sees differs from the one it
+// last handed over (the first answer included), it calls onChange with
+// it; onChange re-registers instances whose bundle belongs to another
+// epoch.
 func (c *Client) Watch(ctx context.Context, interval time.Duration, onChange func(epoch string)) {
 	if c.cfg.EgressdSocket == "" {
 		<-ctx.Done()
@@ -58,22 +70,83 @@ func (c *Client) Watch(ctx context.Context, interval time.Duration, onChange fun
 	}
 	hc := rpc.NewClient(c.cfg.EgressdSocket, min(interval, c.cfg.Timeout))
 	defer hc.Close()
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var held *heldConn
+	defer func() { held.close() }()
 	for {
-		c.poll(ctx, hc, onChange)
+		up := c.poll(ctx, hc, onChange)
+		if up && held == nil {
+			held = dialHeld(c.cfg.EgressdSocket)
+		}
+		wait := interval
+		if !up {
+			wait = FastProbe
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-held.closed():
+			held.close()
+			held = nil
 		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
-func (c *Client) poll(ctx context.Context, hc *rpc.Client, onChange func(string)) {
+// heldConn is an idle connection to egressd's API socket whose end
+// (EOF, a reset) says egressd closed it. Its reader is owned by Watch,
+// which closes it.
+type heldConn struct {
+	c    net.Conn
+	done chan struct{} // closed when the connection ended
+}
+
+// dialHeld connects to socket and watches the connection; nil when the
+// dial fails (Watch then polls as before).
+func dialHeld(socket string) *heldConn {
+	conn, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return nil
+	}
+	h := &heldConn{c: conn, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		var b [1]byte
+		for {
+			if _, err := conn.Read(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// closed is a channel that is closed when h's connection ended; nil
+// (never ready) for a nil h.
+func (h *heldConn) closed() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.done
+}
+
+// close closes h's connection and waits for its reader; nil-safe.
+func (h *heldConn) close() {
+	if h == nil {
+		return
+	}
+	h.c.Close()
+	<-h.done
+}
+
+// poll asks egressd's health once, records what it learnt, and reports
+// whether egressd answered.
+func (c *Client) poll(ctx context.Context, hc *rpc.Client, onChange func(string)) bool {
 	h, err := healthapi.Get(ctx, hc)
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	c.ep.mu.Lock()
 	wasReachable, first := c.ep.reachable, !c.ep.polled
@@ -84,7 +157,7 @@ func (c *Client) poll(ctx context.Context, hc *rpc.Client, onChange func(string)
 		if wasReachable || first {
 			c.cfg.Logger.Warn("egressd.unreachable", slog.String("code", wire.CodeOf(err)), slog.String("socket", c.cfg.EgressdSocket))
 		}
-		return
+		return false
 	}
 	c.ep.reachable, c.ep.lastErr = true, ""
 	c.ep.epoch = h.Epoch
@@ -103,6 +176,7 @@ func (c *Client) poll(ctx context.Context, hc *rpc.Client, onChange func(string)
 			onChange(h.Epoch)
 		}
 	}
+	return true
 }
 
 // Health returns the egress fields of supervisord's health answer, and a

@@ -2,9 +2,7 @@ package manager
 
 import (
 	"context"
-	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
@@ -26,11 +24,8 @@ func (m *Manager) acquireEgress(ctx context.Context, req *api.ProvisionRequest, 
 		}
 		return &egress.Grant{Env: map[string]string{}}, nil
 	}
-	var allow []string
-	if req.Network != nil {
-		allow = req.Network.Allow
-	}
-	return eg.Acquire(ctx, req.InstanceID, req.Credentials, allow, mode == api.NetworkIsolated)
+	creds, allow := egressArgs(req)
+	return eg.Acquire(ctx, req.InstanceID, creds, allow, mode == api.NetworkIsolated)
 }
 
 // releaseEgress drops md's bundle and revokes its leases (stop, destroy,
@@ -48,7 +43,8 @@ func (m *Manager) releaseEgress(ctx context.Context, md *store.Metadata) {
 
 // liveState is the state status shows: a credentialed instance whose
 // bundle belongs to an earlier egressd epoch is credentials_lost while
-// its tree lives (until it is stopped or re-provisioned).
+// its tree lives, until RunReregister registers it again (its record
+// then names the new epoch) or it is stopped.
 func (m *Manager) liveState(md *store.Metadata, state string) string {
 	if (state == api.StateRunning || state == api.StateLeaderExited) && m.credentialsLost(md) {
 		return api.StateCredsLost
@@ -59,37 +55,6 @@ func (m *Manager) liveState(md *store.Metadata, state string) string {
 func (m *Manager) credentialsLost(md *store.Metadata) bool {
 	r := md.Egress
 	return r != nil && r.Registered && r.Credentialed && m.cfg.Egress != nil && m.cfg.Egress.Lost(r.Epoch)
-}
-
-// lostSeen remembers the instances whose credentials_lost event was
-// logged (once per instance and supervisord process).
-type lostSeen struct {
-	mu  sync.Mutex
-	ids map[string]bool
-}
-
-// OnEgressEpoch is called with egressd's epoch whenever the watcher sees a
-// new one: every live credentialed instance whose bundle belongs to
-// another epoch gets an `instance.credentials_lost` event.
-func (m *Manager) OnEgressEpoch(epoch string) {
-	ids, _ := m.st.IDs()
-	for _, id := range ids {
-		md, err := m.st.Load(id)
-		if err != nil || terminal(md.State) || md.State == api.StateCreated || !m.credentialsLost(md) {
-			continue
-		}
-		m.lost.mu.Lock()
-		seen := m.lost.ids[id]
-		if m.lost.ids == nil {
-			m.lost.ids = map[string]bool{}
-		}
-		m.lost.ids[id] = true
-		m.lost.mu.Unlock()
-		if !seen {
-			m.cfg.Logger.Warn("instance.credentials_lost", slog.String("instance", id), slog.String("bundle_epoch", md.Egress.Epoch),
-				slog.String("egressd_epoch", epoch), slog.String("state", api.StateCredsLost))
-		}
-	}
 }
 
 // releaseEgressSaved is releaseEgress followed by a save when there was a

@@ -58,7 +58,7 @@ type Manager struct {
 	uidMu   sync.Mutex
 	uids    map[string]int // instance → agent uid, guarded by uidMu
 	streams sync.Map       // call id → holder stream opened by the attach handler
-	lost    lostSeen       // instances whose credentials_lost event was logged
+	rr      reregState     // re-registrations after egressd forgot the bundles (reregister.go)
 	pool    *holderPool    // filled by RunPool
 	rec     recovery       // intents and sweeps left for later (intent.go)
 	nsErr   error          // why no namespace could be made at start (root only); nil: network isolated works
@@ -75,7 +75,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.LogFiles = 1
 	}
 	m := &Manager{cfg: cfg, st: store.Store{Root: filepath.Join(cfg.StateDir, "instances")}, root: os.Geteuid() == 0, locks: map[string]*sync.Mutex{}, uids: map[string]int{},
-		pool: newHolderPool(cfg.Exe, cfg.HolderDir, cfg.HolderPool, cfg.Logger)}
+		pool: newHolderPool(cfg.Exe, cfg.HolderDir, cfg.HolderPool, cfg.Logger), rr: reregState{kick: make(chan struct{}, 1)}}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, err
 	}

@@ -51,6 +51,9 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 	if md.Egress != nil && md.Egress.Warning != "" && !terminal(in.State) {
 		in.Warning = strings.TrimPrefix(in.Warning+"; "+md.Egress.Warning, "; ")
 	}
+	if md.Egress != nil && md.Egress.Lost != "" && !terminal(in.State) && m.cfg.Egress != nil && m.cfg.Egress.Lost(md.Egress.Epoch) {
+		in.Warning = strings.TrimPrefix(in.Warning+"; egress bundle lost with egressd's restart and not registered again: "+md.Egress.Lost, "; ")
+	}
 	return in
 }
 

@@ -21,8 +21,9 @@ const (
 // proxy.sock: the same HTTP/1.1 forward-proxy protocol as its TCP
 // listener), copying both ways with half-close. It returns when ctx ends or
 // l fails, after closing l and every bridged connection. A connection
-// whose dial fails is closed: the agent sees the proxy refuse, never
-// another route.
+// whose dial fails (egressd is down or restarting) is answered 503
+// egress.unavailable with Retry-After: 1 and closed: the agent is told to
+// retry, never given another route.
 func Bridge(ctx context.Context, l net.Listener, sock string, log *slog.Logger) error {
 	var (
 		mu    sync.Mutex
@@ -66,6 +67,7 @@ func Bridge(ctx context.Context, l net.Listener, sock string, log *slog.Logger) 
 			out, err := d.DialContext(ctx, "unix", sock)
 			if err != nil {
 				log.Warn("netns.bridge_dial", slog.String("proxy_socket", sock), slog.Any("err", err))
+				answerUnavailable(in)
 				return
 			}
 			track(out, true)
