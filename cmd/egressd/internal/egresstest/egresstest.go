@@ -152,14 +152,26 @@ func AgentListener(t testing.TB, uid uint32) int {
 // copied too), with that handle. Unit tests and in-process benchmarks use
 // it to build bundles; egressd's integration tests consume from the real
 // secretd.
-type Consumer struct{ Leases []secretdapi.Lease }
+type Consumer struct {
+	Leases []secretdapi.Lease
+	// Placeholders overrides the placeholder answered for a handle (the
+	// map's key is the handle's bytes): secretd's placeholders are
+	// unique per lease, and egressd refuses a bundle whose placeholder
+	// another invocation's bundle holds.
+	Placeholders map[string]string
+}
 
-// LeaseConsume answers handles with c.Leases, in order; it never fails.
+// LeaseConsume answers handles with c.Leases, in order, each with its
+// handle's placeholder from c.Placeholders if there is one; it never
+// fails.
 func (c *Consumer) LeaseConsume(_ context.Context, _ string, handles [][]byte) (*secretdapi.LeaseConsumeResponse, error) {
 	out := &secretdapi.LeaseConsumeResponse{}
 	for i, h := range handles {
 		l := c.Leases[i]
 		l.Handle, l.Value = h, append([]byte(nil), l.Value...)
+		if ph, ok := c.Placeholders[string(h)]; ok {
+			l.Placeholder = ph
+		}
 		out.Leases = append(out.Leases, l)
 	}
 	return out, nil

@@ -62,7 +62,8 @@ func newHarness(t *testing.T, cfg func(*Config)) *harness {
 	t.Cleanup(func() { al.Close() })
 	log := daemon.NewLogger(h.logs, slog.LevelInfo, sc, "egressd")
 	cons := &egresstest.Consumer{Leases: []secretdapi.Lease{{Credential: "api", Destination: "https://api.example.com", Placeholder: "hkp_abcdefghijklmnopqrstuvwxyz234567",
-		Target: "header:Authorization", Template: "Bearer {}", Value: []byte(harnessCanary)}}}
+		Target: "header:Authorization", Template: "Bearer {}", Value: []byte(harnessCanary)}},
+		Placeholders: map[string]string{"\x02": "hkp_22222222222222222222222222222222"}} // a second bundle's (handle 2)
 	reg := bundle.NewRegistry(cons, sc)
 	t.Cleanup(reg.DropAll)
 	allow := egressdapi.Policy{Allow: []egressdapi.AllowRule{{Origin: "https://*.example.com"}}}
@@ -174,6 +175,20 @@ func (h *harness) auditText(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// waitAudit reports whether the audit log holds want within 10 s: a
+// record may be written just after the answer the test read.
+func (h *harness) waitAudit(t *testing.T, want string) bool {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(h.auditText(t), want) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 // checkCanary scans the audit log, the log and each of outputs for the

@@ -153,7 +153,7 @@ func TestTransparentHeaderOnlyOnUnix(t *testing.T) {
 			}
 		})
 	}
-	is.New(t).True(strings.Contains(th.auditText(t), `"code":"egress.transparent_refused"`))
+	is.New(t).True(th.waitAudit(t, `"code":"egress.transparent_refused"`))
 }
 
 // TestTransparentTLSServerName: an opaque transparent TLS tunnel (no
@@ -181,9 +181,8 @@ func TestTransparentTLSServerName(t *testing.T) {
 		is.Equal(resp.StatusCode, 200)
 		tc := tls.Client(&bufConn{Conn: c, r: br}, &tls.Config{ServerName: "other.example.com", RootCAs: roots})
 		is.True(tc.Handshake() != nil)
-		audit := th.auditText(t)
-		is.True(strings.Contains(audit, `"code":"egress.invalid_request"`))
-		is.True(strings.Contains(audit, `"transparent":"tls"`))
+		is.True(th.waitAudit(t, `"code":"egress.invalid_request"`))
+		is.True(th.waitAudit(t, `"transparent":"tls"`))
 	})
 	t.Run("intercepted, substituted", func(t *testing.T) {
 		is := is.New(t)
@@ -222,8 +221,7 @@ func TestTransparentRawTCP(t *testing.T) {
 			is.Equal(line, "SSH-2.0-test\r\n")
 		})
 	}
-	audit := th.auditText(t)
-	is.New(t).True(strings.Contains(audit, `"transparent":"other"`))
+	is.New(t).True(th.waitAudit(t, `"transparent":"other"`))
 	th.checkCanary(t)
 }
 
