@@ -140,7 +140,7 @@ func TestRestartsDoNotStrandAgents(t *testing.T) {
 			s.origin, path)}
 	}
 	creds := []api.CredentialSpec{{Credential: "api", Env: "API_TOKEN"}}
-	host := s.provision(api.ProvisionRequest{Command: loop("/host"), Credentials: creds})
+	host := s.provision(api.ProvisionRequest{Command: loop("/host"), Credentials: creds, Network: &api.Network{Mode: api.NetworkHost}})
 	iso := s.provision(api.ProvisionRequest{Command: loop("/iso"), Credentials: creds, Network: &api.Network{Mode: api.NetworkIsolated}})
 	agents := map[string]*api.Instance{"/host": host, "/iso": iso}
 	start := time.Now()
