@@ -15,7 +15,10 @@
 // body; streams, egressd's VmRSS above idle with 200 streams held open
 // (once per run, before the rounds; egressd only). They run only when
 // named (-sections sse,bulk,streams) and only for egressd, not -base;
-// sse always runs both modes.
+// sse always runs both modes. transparent (transparent.go) compares, from
+// an isolated supervisord instance, the proxy variables with the
+// transparent path through the same egressd, and times the bridge's DNS
+// answers; it needs root and also builds supervisord.
 // squid and tinyproxy run from config
 // files generated into a temporary directory (caching and access logs
 // off); a missing one is reported and skipped. egressd and secretd are
@@ -74,7 +77,7 @@ func run() error {
 	conc := flag.Int("c", 32, "concurrent connections for (a) and (c)")
 	dur := flag.Duration("d", 5*time.Second, "measured time per mode")
 	bigMB := flag.Int("big", 256, "download size for (b), MiB")
-	sections := flag.String("sections", "abc", "sections to run: letters of a, b, c (\"ac\"), or a comma-separated list of a, b, c, sse, bulk, streams")
+	sections := flag.String("sections", "abc", "sections to run: letters of a, b, c (\"ac\"), or a comma-separated list of a, b, c, sse, bulk, streams, transparent")
 	sseEvents := flag.Int("sse-events", 1000, "sse: events in the latency stream")
 	sseSize := flag.Int("sse-size", 200, "sse: bytes per event")
 	sseGap := flag.Duration("sse-gap", 5*time.Millisecond, "sse: time between events")
@@ -102,7 +105,11 @@ func run() error {
 	perfDir := flag.String("perf", "", "directory for `perf record -g` profiles of each proxy process during its measured (a) and (c) modes")
 	inProcess := flag.Bool("upstream-in-process", false, "run the upstreams in this process, beside the Go clients of (b) and (c), as before 2026-12-01 (their direct modes then skip cross-process wakeups)")
 	childCA := flag.String("serve-upstreams", "", "internal: be the upstreams' child process, writing the test CA to this file")
+	tMode, tTarget := transparentFlags()
 	flag.Parse()
+	if *tMode != "" {
+		return transparentClient(*tMode, *tTarget, *conc, *dur)
+	}
 	want := func(m string) bool {
 		if *modes == "" {
 			return true
@@ -305,7 +312,18 @@ func run() error {
 		}
 	}
 
+	var trs []transparentResult
+	if has("transparent") {
+		trs, err = transparentRounds(dir, eg, cPort, *rounds, *conc, *dur)
+		if err != nil {
+			return err
+		}
+	}
+
 	pass := true
+	if len(trs) > 0 {
+		pass = reportTransparent(trs, *conc, *dur)
+	}
 	if len(rows) > 0 {
 		pass = report(rows, *conc, *dur, *bigMB, sqErr, tpErr)
 	}

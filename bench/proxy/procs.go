@@ -55,6 +55,7 @@ type egressdProc struct {
 	streamInv   []invocation
 	pool        *x509.CertPool
 	pprof       string // net/http/pprof's address in the bench's pprof build, or ""
+	root        string // the daemons' -root
 }
 
 // invocation is a registered invocation with the credential and its
@@ -107,7 +108,7 @@ func startEgressd(dir, tree, plain, tlsUp, cHost, cAddr, caFile string, o egress
 		return nil, err
 	}
 	root := filepath.Join(dir, "r")
-	e := &egressdProc{}
+	e := &egressdProc{root: root}
 	var bins [2]string
 	overlay := ""
 	if o.pprof {

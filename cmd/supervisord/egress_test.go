@@ -148,8 +148,8 @@ func newTestCA(t *testing.T) *testCA {
 	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// server starts an HTTPS server on 127.0.0.1 for name.
-func (ca *testCA) server(t *testing.T, name string, h http.Handler) *httptest.Server {
+// leaf is a server certificate for name signed by ca.
+func (ca *testCA) leaf(t *testing.T, name string) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
@@ -159,8 +159,14 @@ func (ca *testCA) server(t *testing.T, name string, h http.Handler) *httptest.Se
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// server starts an HTTPS server on 127.0.0.1 for name.
+func (ca *testCA) server(t *testing.T, name string, h http.Handler) *httptest.Server {
+	t.Helper()
 	s := httptest.NewUnstartedServer(h)
-	s.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, name)}}
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	return s
@@ -180,6 +186,7 @@ type egressStack struct {
 	sdc      *secretdapi.Client
 	egc      *egressdapi.Client
 	caFile   string
+	ca       *testCA // signs the upstreams' certificates (egressd trusts it)
 	upstream *httptest.Server
 }
 
@@ -214,8 +221,8 @@ func newEgressStackIn(t *testing.T, base string, supervisordArgs ...string) *egr
 	root, err := os.MkdirTemp(base, "hk")
 	is.NoErr(err)
 	os.Chmod(root, 0o755) // agents read the public CA bundle under it
-	s := &egressStack{env: &env{t: t, root: root}}
 	ca := newTestCA(t)
+	s := &egressStack{env: &env{t: t, root: root}, ca: ca}
 	s.caFile = filepath.Join(root, "test-ca.pem")
 	is.NoErr(os.WriteFile(s.caFile, ca.pem, 0o644))
 	s.upstream = ca.server(t, "api.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

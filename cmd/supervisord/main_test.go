@@ -30,6 +30,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(tclientEnv) != "" {
+		os.Exit(tclientMain()) // an agent of TestTransparentEgressStreams
+	}
 	// Orphaned descendants (of holders killed on purpose) are reparented
 	// to this process; reap them so no zombie outlives a test.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {

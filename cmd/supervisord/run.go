@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logMB := fs.Int("log-max-mb", 10, "size cap of one instance output log file, MiB")
 	logFiles := fs.Int("log-files", 3, "instance output log files kept, the current one included")
 	eflags := egressFlags(fs)
-	synthNames := fs.Int("synthetic-names", netns.DefaultMaxNames, "names one isolated instance's resolver gives synthetic addresses to (past it: REFUSED, logged)")
+	synthNames := fs.Int("synthetic-names", netns.DefaultMaxNames, "names one isolated instance's resolver gives synthetic addresses to (past it: REFUSED, audited)")
 	defNet := fs.String("default-network", api.DefaultNetwork, "network mode of a host instance whose request names none: isolated (its own network and mount namespaces; only egressd is reachable) or host (egress policy holds only for programs that honour the proxy variables)")
 	proxySock := fs.String("egress-proxy-socket", "", "egressd's proxy socket, bridged into network isolated namespaces (default <run>/egressd/proxy.sock)")
 	tmuxBin := fs.String("tmux", "tmux", "the tmux binary of session_backend tmux")
@@ -119,7 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		UIDMin: *uidMin, UIDMax: *uidMax, LogMaxMB: *logMB, LogFiles: *logFiles, Logger: env.Logger,
 		ProxySocket: cmp.Or(*proxySock, filepath.Join(env.Layout.Run, daemon.NameEgressd, "proxy.sock")), Tmux: *tmuxBin,
 		HolderPool: *pool, SyntheticNames: *synthNames, DefaultNetwork: *defNet,
-		Containers: containers(env.Layout, *helperSock, env.Logger),
+		Containers:    containers(env.Layout, *helperSock, env.Logger),
+		ProbeNftables: netns.ProbeNftables,
 	})
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc.AuditLog, svc.Roles = alog, r
 	svc.Ops = append([]rpc.Op{daemon.Health(env.Epoch, env.Started, health)}, auditedOps(mgr, alog, env.Logger, *defNet)...)
 	svc.Actors = []daemon.Actor{eflags.watcher(ctx, eg, mgr.OnEgressEpoch), loopActor(ctx, mgr.RunPool), loopActor(ctx, mgr.RunEgressSweep),
-		loopActor(ctx, mgr.RunRecovery), loopActor(ctx, mgr.RunReregister)}
+		loopActor(ctx, mgr.RunRecovery), loopActor(ctx, mgr.RunReregister), loopActor(ctx, mgr.RunDNSAudit)}
 	return svc.Run(ctx)
 }
 

@@ -130,6 +130,12 @@ func TestDoctorAgainstRealDaemons(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	is.True(len(lines) >= 5) // header + 4 daemons, then notes
 	is.True(strings.Contains(out, "supervisord host runtime enabled: false"))
+	if os.Geteuid() == 0 { // supervisord probed nftables in a throwaway namespace
+		is.True(strings.Contains(out, "supervisord nftables for isolated instances: available\n"))
+	} else {
+		is.True(strings.Contains(out, "supervisord nftables for isolated instances: unknown (runtime.unavailable)"))
+	}
+	is.True(!strings.Contains(out, "nftables_unavailable"))
 	is.True(strings.Contains(out, "egressd CA bundle: "+filepath.Join(root, "run", "public", "egressd-ca.pem")))
 	is.True(strings.HasPrefix(lines[0], "DAEMON"))
 	for i, name := range []string{"secretd", "egressd", "supervisord"} {

@@ -31,16 +31,24 @@ type doctorRow struct {
 	Lock     string `json:"lock"` // held, free, missing, unknown
 	// HostRuntimeEnabled is supervisord's host_runtime_enabled (nil for
 	// other daemons or when unreachable).
-	HostRuntimeEnabled *bool          `json:"host_runtime_enabled,omitempty"`
-	CABundle           string         `json:"ca_bundle,omitempty"` // egressd's public CA bundle, when present
-	Reachable          bool           `json:"reachable"`
-	Version            string         `json:"version,omitempty"`
-	Status             string         `json:"status,omitempty"`
-	Epoch              string         `json:"epoch,omitempty"`
-	UptimeMS           int64          `json:"uptime_ms,omitempty"`
-	Health             map[string]any `json:"health,omitempty"`
-	Error              string         `json:"error,omitempty"`
-	Code               string         `json:"code,omitempty"`
+	HostRuntimeEnabled *bool `json:"host_runtime_enabled,omitempty"`
+	// Nftables is supervisord's start-up probe of the nftables rules
+	// isolated instances need: "available", "unavailable" or "unknown"
+	// ("" for other daemons or when unreachable); NftablesCode says why
+	// when not available (network.nftables_unavailable: isolated
+	// instances fail to start).
+	Nftables      string         `json:"nftables,omitempty"`
+	NftablesCode  string         `json:"nftables_code,omitempty"`
+	NftablesError string         `json:"nftables_error,omitempty"`
+	CABundle      string         `json:"ca_bundle,omitempty"` // egressd's public CA bundle, when present
+	Reachable     bool           `json:"reachable"`
+	Version       string         `json:"version,omitempty"`
+	Status        string         `json:"status,omitempty"`
+	Epoch         string         `json:"epoch,omitempty"`
+	UptimeMS      int64          `json:"uptime_ms,omitempty"`
+	Health        map[string]any `json:"health,omitempty"`
+	Error         string         `json:"error,omitempty"`
+	Code          string         `json:"code,omitempty"`
 }
 
 func doctorCmd(g *globals) *ffcli.Command {
@@ -65,6 +73,7 @@ func doctorCmd(g *globals) *ffcli.Command {
 			if l, err := g.layout(); err == nil {
 				warnings = setupWarnings(l, rows)
 			}
+			warnings = append(warnings, nftWarnings(rows)...)
 			if err := g.printDoctor(rows, warnings); err != nil {
 				return err
 			}
@@ -132,7 +141,23 @@ func (g *globals) diagnose(ctx context.Context, name string, expected bool) doct
 	if v, ok := h["host_runtime_enabled"].(bool); ok {
 		row.HostRuntimeEnabled = &v
 	}
+	row.Nftables, _ = h["nftables"].(string)
+	row.NftablesCode, _ = h["nftables_code"].(string)
+	row.NftablesError, _ = h["nftables_error"].(string)
 	return row
+}
+
+// nftWarnings warns, for a supervisord whose probe found no nftables,
+// that isolated instances cannot start, with the code they fail with.
+func nftWarnings(rows []doctorRow) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Nftables == "unavailable" {
+			out = append(out, fmt.Sprintf("%s: %s: isolated instances cannot start: transparent egress needs nftables (NF_TABLES, NFT_NAT, NFT_REDIR) in the kernel, loaded or built in (%s)",
+				r.Daemon, r.NftablesCode, r.NftablesError))
+		}
+	}
+	return out
 }
 
 func toInt64(v any) int64 {
@@ -196,6 +221,13 @@ func (g *globals) printDoctor(rows []doctorRow, warnings []string) error {
 	for _, r := range rows {
 		if r.HostRuntimeEnabled != nil {
 			fmt.Fprintf(g.stdout, "supervisord host runtime enabled: %v\n", *r.HostRuntimeEnabled)
+		}
+		if r.Nftables != "" {
+			why := ""
+			if r.NftablesCode != "" {
+				why = " (" + r.NftablesCode + ")"
+			}
+			fmt.Fprintf(g.stdout, "supervisord nftables for isolated instances: %s%s\n", r.Nftables, why)
 		}
 		if r.CABundle != "" {
 			fmt.Fprintf(g.stdout, "egressd CA bundle: %s\n", r.CABundle)

@@ -14,12 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/api/healthapi"
 	"hostkit.dev/lib/api/secretdapi"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/netguard"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
@@ -107,11 +109,17 @@ type Record struct {
 	Lost string `json:"lost,omitempty"`
 }
 
-// Grant is the outcome of Acquire: the record and the variables to add
-// to the agent's environment (they override the request's env).
+// Grant is the outcome of Acquire: the record, the variables to add to
+// the agent's environment (they override the request's env) and the
+// origins of the staged credentials' destinations.
 type Grant struct {
 	Record Record
 	Env    map[string]string
+	// Destinations holds each staged lease's destination origin (as
+	// secretd recorded it: the request's, or the credential's own when
+	// the request named none), in request order, without repeats. An
+	// isolated instance's resolver answers for their hosts.
+	Destinations []string
 }
 
 // unavailable is credentials.unavailable keeping the underlying code in
@@ -152,6 +160,7 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	handles := make([][]byte, 0, len(creds))
 	env := map[string]string{}
 	names := make([]string, 0, len(creds))
+	var dests []string
 	fail := func(step string, err error) (*Grant, error) {
 		c.revoke(ctx, invocation, len(handles) > 0)
 		clear(handles)
@@ -180,6 +189,13 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 		}
 		env[cr.Env] = st.Placeholder
 		names = append(names, cr.Credential)
+		dest, err := c.destination(ctx, cr, st.Handle)
+		if err != nil {
+			return fail("lease.lookup "+cr.Credential, err)
+		}
+		if !slices.Contains(dests, dest) {
+			dests = append(dests, dest)
+		}
 		fault.Point(fault.ProvisionLease)
 	}
 	token, err := NewProxyToken()
@@ -208,7 +224,24 @@ func (c *Client) Acquire(ctx context.Context, invocation string, creds []api.Cre
 	ProxyEnv(env, Vars{Invocation: invocation, Token: token, Addr: addr, CABundle: info.CABundlePath, WgetRC: wgetrc, Isolated: isolated})
 	log.Info("instance.egress", slog.String("instance", invocation), slog.Int("credentials", len(creds)),
 		slog.String("epoch", reg.Epoch), slog.Int("allow", len(allow)))
-	return &Grant{Record: Record{Registered: true, Credentialed: len(creds) > 0, Epoch: reg.Epoch, Credentials: names}, Env: env}, nil
+	return &Grant{Record: Record{Registered: true, Credentialed: len(creds) > 0, Epoch: reg.Epoch, Credentials: names}, Env: env,
+		Destinations: dests}, nil
+}
+
+// destination is the destination origin of the lease cr staged (handle):
+// the one cr names, or, when it names none, the one secretd chose
+// (lease.lookup, a stager's op: the handle stays with us).
+func (c *Client) destination(ctx context.Context, cr api.CredentialSpec, handle []byte) (string, error) {
+	if cr.Destination != "" {
+		if o, err := netguard.CanonicalOrigin(cr.Destination); err == nil {
+			return o, nil // secretd accepted it, so it is an origin
+		}
+	}
+	m, err := c.sd.LeaseLookup(ctx, handle)
+	if err != nil {
+		return "", err
+	}
+	return m.Destination, nil
 }
 
 // degraded is the grant of an instance without credentials when egressd

@@ -11,14 +11,24 @@ import (
 )
 
 // transparent starts the namespace's transparent egress (resolver,
-// redirect rules, relay) with the instance's policy and proxy
-// credentials; the channel closes once it has stopped after ctx ended.
-// Errors: network.nftables_unavailable, runtime.unavailable.
+// redirect rules, relay) with the instance's policy, its credentials'
+// destinations and its proxy credentials, and the reports of what the
+// resolver refuses (reportRefusals); the channel closes once all have
+// stopped after ctx ended. Errors: network.nftables_unavailable,
+// runtime.unavailable.
 func (h *holder) transparent(ctx context.Context, ns *netns.NS) (<-chan struct{}, error) {
 	inv, tok := proxyUser(h.env)
-	_, done, err := ns.TransparentEgress(ctx, netns.EgressConfig{ProxySocket: h.spec.ProxySocket, Invocation: inv, Token: tok,
-		Allow: h.spec.Allow, MaxNames: h.spec.SyntheticNames, Log: h.log})
-	return done, err
+	e, egressDone, err := ns.TransparentEgress(ctx, netns.EgressConfig{ProxySocket: h.spec.ProxySocket, Invocation: inv, Token: tok,
+		Allow: h.spec.Allow, Destinations: h.spec.Destinations, MaxNames: h.spec.SyntheticNames, Log: h.log})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.reportRefusals(ctx, e.Refusals, egressDone)
+	}()
+	return done, nil
 }
 
 // proxyUser returns the invocation and proxy token of the agent's proxy

@@ -6,12 +6,14 @@ package manager
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/container"
 	"hostkit.dev/cmd/supervisord/internal/egress"
@@ -43,9 +45,14 @@ type Config struct {
 	Containers *container.Runtime
 
 	// Audit records what supervisord releases on its own (reconcile's
-	// reclaimed directories, the owner sweep's leases and bundles); nil:
-	// not recorded.
+	// reclaimed directories, the owner sweep's leases and bundles) and
+	// the isolated instances' DNS refusals; nil: not recorded.
 	Audit Auditor
+
+	// ProbeNftables tells whether isolated instances can get their
+	// transparent egress rules (netns.ProbeNftables); New calls it once
+	// and Health reports the result. nil: not probed ("unknown").
+	ProbeNftables func() error
 }
 
 // Manager owns every instance directory.
@@ -62,6 +69,7 @@ type Manager struct {
 	pool    *holderPool    // filled by RunPool
 	rec     recovery       // intents and sweeps left for later (intent.go)
 	nsErr   error          // why no namespace could be made at start (root only); nil: network isolated works
+	nft     map[string]any // Health's nftables fields, set once by New
 
 	uidsLoaded bool // the instances on disk were read into uids; guarded by uidMu
 }
@@ -87,7 +95,30 @@ func New(cfg Config) (*Manager, error) {
 		// before anything is staged or written, and health can say so.
 		m.nsErr = netns.Probe()
 	}
+	m.nft = nftHealth(cfg.ProbeNftables)
+	if code, ok := m.nft["nftables_code"].(string); ok {
+		cfg.Logger.Warn("supervisord.nftables", slog.String("code", code), slog.Any("nftables_error", m.nft["nftables_error"]))
+	}
 	return m, nil
+}
+
+// nftHealth runs probe (when set) and returns Health's fields for it:
+// "nftables" is "available", "unavailable" (network.nftables_unavailable:
+// isolated instances fail to start) or "unknown" (not probed, or no
+// namespace could be made to probe in); "nftables_code" and
+// "nftables_error" say why when not available.
+func nftHealth(probe func() error) map[string]any {
+	if probe == nil {
+		return map[string]any{"nftables": "unknown"}
+	}
+	err := probe()
+	switch {
+	case err == nil:
+		return map[string]any{"nftables": "available"}
+	case wire.HasCode(err, api.CodeNetworkNftUnavailable):
+		return map[string]any{"nftables": "unavailable", "nftables_code": api.CodeNetworkNftUnavailable, "nftables_error": err.Error()}
+	}
+	return map[string]any{"nftables": "unknown", "nftables_code": wire.CodeOf(err), "nftables_error": err.Error()}
 }
 
 // RunPool keeps Config.HolderPool holders started and idle until ctx ends,
@@ -169,5 +200,6 @@ func (m *Manager) Health() map[string]any {
 	if w != "" {
 		h["warning"] = w
 	}
+	maps.Copy(h, m.nft)
 	return h
 }

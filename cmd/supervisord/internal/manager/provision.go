@@ -160,12 +160,17 @@ func (m *Manager) create(id, dg string, req *api.ProvisionRequest) (*store.Metad
 
 // writeEnv writes agent.env (atomically; spawn, or Provision without
 // start, makes it durable) with grant's variables overriding the
-// request's env, and records grant's bundle in md (not yet saved).
+// request's env, and records grant's bundle and, for network isolated,
+// its destinations (which the resolver answers for, at every start of
+// the holder and after adoption) in md (not yet saved).
 func (m *Manager) writeEnv(md *store.Metadata, grant *egress.Grant) error {
 	env := m.agentEnv(md.ID, &md.Request)
 	maps.Copy(env, grant.Env)
 	if grant.Env != nil {
 		md.Egress = &grant.Record
+	}
+	if md.Spec.Network == api.NetworkIsolated {
+		md.Spec.Destinations = grant.Destinations
 	}
 	b, err := store.EncodeEnv(env)
 	if err != nil {

@@ -57,7 +57,7 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	}
 	if r.Error != "" {
 		code := api.CodeInstanceSpawnFailed
-		if r.Code == api.CodeNetworkUnavailable || r.Code == api.CodeRuntimeUnavailable { // e.g. no network namespace: never a fallback
+		if r.Code == api.CodeNetworkUnavailable || r.Code == api.CodeRuntimeUnavailable || r.Code == api.CodeNetworkNftUnavailable { // e.g. no network namespace or no nftables: never a fallback
 			code = r.Code
 		}
 		return wire.Errorf(code, "the agent could not start: %s", r.Error)

@@ -27,14 +27,19 @@ import (
 // synthetic address (Names) with TTL SyntheticTTL; any other type for it
 // (AAAA, HTTPS, SVCB, ...) gets NODATA, so clients use the one IPv4
 // address. A name no origin covers is REFUSED, and so is one past the
-// table's limit; refusals are logged as "netns.dns_refused" (the holder's
-// decision line, rate-limited by RefusalRate with a suppressed count).
+// table's limit. Every refusal is counted in Refusals (by reason and the
+// name's Shape, which supervisord audits) and logged as
+// "netns.dns_refused" (the holder's decision line, rate-limited by
+// RefusalRate with a suppressed count); neither holds a label the
+// policy does not name.
 type DNS struct {
-	names   *Names
-	allow   []netguard.Pattern
-	log     *slog.Logger
-	limit   *rate.Limiter
-	dropped atomic.Uint64 // refusals not logged since the last line
+	names    *Names
+	allow    []netguard.Pattern
+	known    map[string]bool // KnownSuffixes(allow)
+	log      *slog.Logger
+	limit    *rate.Limiter
+	dropped  atomic.Uint64 // refusals not logged since the last line
+	refusals Refusals
 }
 
 // SyntheticTTL is the TTL of a synthetic A record, in seconds.
@@ -52,10 +57,14 @@ const (
 const maxTCPQuery = 4096
 
 // NewDNS returns a resolver answering for the names allow covers
-// (netguard.Pattern.MatchHost), giving addresses from names.
+// (netguard.Pattern.MatchHost; see Resolvable), giving addresses from
+// names.
 func NewDNS(names *Names, allow []netguard.Pattern, log *slog.Logger) *DNS {
-	return &DNS{names: names, allow: allow, log: log, limit: rate.NewLimiter(RefusalRate, RefusalBurst)}
+	return &DNS{names: names, allow: allow, known: KnownSuffixes(allow), log: log, limit: rate.NewLimiter(RefusalRate, RefusalBurst)}
 }
+
+// Refusals returns the resolver's refusal counts.
+func (d *DNS) Refusals() *Refusals { return &d.refusals }
 
 // Allowed reports whether some allowed origin covers host (canonical).
 func (d *DNS) Allowed(host string) bool {
@@ -92,11 +101,11 @@ func (d *DNS) Answer(q, buf []byte) []byte {
 	switch {
 	case question.Class != dnsmessage.ClassINET:
 		rh.RCode = dnsmessage.RCodeRefused
-		d.refused("class", "")
+		d.refused(RefusedClass, name)
 		return reply(buf, rh, &question, nil)
 	case err != nil || host != strings.ToLower(name) || !d.Allowed(host):
 		rh.RCode = dnsmessage.RCodeRefused
-		d.refused("policy", name)
+		d.refused(RefusedPolicy, name)
 		return reply(buf, rh, &question, nil)
 	}
 	rh.Authoritative = true
@@ -106,7 +115,7 @@ func (d *DNS) Answer(q, buf []byte) []byte {
 	a, err := d.names.Assign(host)
 	if err != nil {
 		rh.RCode, rh.Authoritative = dnsmessage.RCodeRefused, false
-		d.refused("names_exhausted", host)
+		d.refused(RefusedExhausted, host)
 		return reply(buf, rh, &question, nil)
 	}
 	ip := a.As4()
@@ -139,31 +148,21 @@ func reply(buf []byte, h dnsmessage.Header, q *dnsmessage.Question, a *[4]byte) 
 	return out
 }
 
-// refused writes the decision line of a refusal, when the rate allows.
-// The name is logged only as its length and its last two labels: a
-// query's labels may carry data the agent meant to send out.
+// refused counts a refusal and writes its decision line, when the rate
+// allows. The name appears only as its Shape and length: a query's
+// labels may carry data the agent meant to send out.
 func (d *DNS) refused(reason, name string) {
+	shape := Shape(name, d.known)
+	d.refusals.add(reason, shape)
 	if !d.limit.Allow() {
 		d.dropped.Add(1)
 		return
 	}
-	attrs := []any{slog.String("reason", reason), slog.String("zone", zone(name)), slog.Int("name_len", len(name))}
+	attrs := []any{slog.String("reason", reason), slog.String("shape", shape), slog.Int("name_len", len(name))}
 	if n := d.dropped.Swap(0); n > 0 {
 		attrs = append(attrs, slog.Uint64("suppressed", n))
 	}
 	d.log.Warn("netns.dns_refused", attrs...)
-}
-
-// zone is name's last two labels.
-func zone(name string) string {
-	i := strings.LastIndexByte(name, '.')
-	if i < 0 {
-		return name
-	}
-	if j := strings.LastIndexByte(name[:i], '.'); j >= 0 {
-		return name[j+1:]
-	}
-	return name
 }
 
 // ServeUDP answers queries on pc until ctx ends or pc fails.

@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-	"hostkit.dev/lib/netguard"
 )
 
 // EgressConfig is what transparent egress needs of an instance.
@@ -22,15 +21,20 @@ type EgressConfig struct {
 	Invocation  string   // the instance id (the proxy user)
 	Token       string   // the instance's proxy token ("": none, egressd answers 407)
 	Allow       []string // the origins whose hosts the resolver answers for (patterns; bad ones are skipped)
-	MaxNames    int      // names the resolver gives addresses to; 0 = DefaultMaxNames
-	Log         *slog.Logger
+	// Destinations are the origins of the instance's credentials'
+	// destinations: the resolver answers for their hosts too, as egressd
+	// lets the instance reach them whatever Allow says (Resolvable).
+	Destinations []string
+	MaxNames     int // names the resolver gives addresses to; 0 = DefaultMaxNames
+	Log          *slog.Logger
 }
 
 // Egress is an instance's transparent egress: its resolver's names and
-// its namespace's counters.
+// refusals, and its namespace's counters.
 type Egress struct {
-	Names *Names
-	nsfd  int
+	Names    *Names
+	Refusals *Refusals
+	nsfd     int
 }
 
 // UDPDropped returns how many UDP datagrams the namespace's rules dropped.
@@ -65,14 +69,9 @@ func (ns *NS) TransparentEgress(ctx context.Context, cfg EgressConfig) (*Egress,
 	if err := installRules(nsfd, TransparentPort, 53); err != nil {
 		return fail(err)
 	}
-	var pats []netguard.Pattern
-	for _, o := range cfg.Allow {
-		if p, err := netguard.ParsePattern(o); err == nil {
-			pats = append(pats, p)
-		}
-	}
 	e := &Egress{Names: NewNames(cfg.MaxNames), nsfd: nsfd}
-	dns := NewDNS(e.Names, pats, cfg.Log)
+	dns := NewDNS(e.Names, Resolvable(cfg.Allow, cfg.Destinations), cfg.Log)
+	e.Refusals = dns.Refusals()
 	relay := &Relay{Names: e.Names, ProxySocket: cfg.ProxySocket, Log: cfg.Log, origDst: originalDst}
 	if cfg.Token != "" {
 		relay.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.Invocation+":"+cfg.Token))
@@ -127,4 +126,28 @@ func (ns *NS) TransparentEgress(ctx context.Context, cfg EgressConfig) (*Egress,
 		close(done)
 	}()
 	return e, done, nil
+}
+
+// ProbeNftables reports whether transparent egress can install its rules
+// here: it creates a throwaway network namespace, installs the nftables
+// table in it and lets the namespace go (it ends with its thread).
+// supervisord runs it once at start, so that `hostctl doctor` names a
+// missing nftables before an isolated instance fails on it. Errors:
+// runtime.unavailable (no namespace can be made: not root),
+// network.nftables_unavailable.
+func ProbeNftables() error {
+	ns, err := New()
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	var nsfd int
+	if err := ns.Do(func() (err error) {
+		nsfd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		return unavailable(fmt.Errorf("netns.ProbeNftables: %w", err))
+	}
+	defer unix.Close(nsfd)
+	return installRules(nsfd, TransparentPort, 53)
 }

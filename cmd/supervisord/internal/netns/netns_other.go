@@ -27,13 +27,20 @@ func (ns *NS) Close() {}
 // EgressConfig is what transparent egress needs of an instance.
 type EgressConfig struct {
 	ProxySocket, Invocation, Token string
-	Allow                          []string
+	Allow, Destinations            []string
 	MaxNames                       int
 	Log                            *slog.Logger
 }
 
 // Egress is an instance's transparent egress; none exists on this system.
-type Egress struct{ Names *Names }
+type Egress struct {
+	Names    *Names
+	Refusals *Refusals
+}
+
+// ProbeNftables fails with runtime.unavailable: network namespaces need
+// Linux.
+func ProbeNftables() error { return unavailable(errors.New("netns: needs Linux")) }
 
 // TransparentEgress fails: there is no namespace.
 func (ns *NS) TransparentEgress(ctx context.Context, cfg EgressConfig) (*Egress, <-chan struct{}, error) {

@@ -131,7 +131,14 @@ func (r *Relay) relay(ctx context.Context, in *net.TCPConn, track func(net.Conn)
 		reset(in)
 		return
 	}
-	join(in, &readerConn{UnixConn: out, r: br})
+	var upstream net.Conn = out
+	if br.Buffered() > 0 {
+		// egressd spoke past its answer: those bytes go first.
+		upstream = &readerConn{UnixConn: out, r: br}
+	}
+	// Otherwise the connection itself, not the reader: io.Copy then
+	// takes the kernel's splice path both ways, as the bridge does.
+	join(in, upstream)
 }
 
 // methods are the request methods that mark a connection as plain HTTP.

@@ -34,6 +34,11 @@ const (
 	FileExit      = "exit.json"   // written by the holder when the tree is gone
 	FileLog       = "output.log"  // rotated as output-<time>.log by lumberjack
 	FileHolderErr = "holder.err"  // the holder's own stderr
+	// FileDNSRefusedPrefix names the resolver's refusal reports of a
+	// network isolated instance, dns-refused-<unix ns>.json (netns.RefusalReport,
+	// written by the holder at most once a second, removed by supervisord once
+	// audited).
+	FileDNSRefusedPrefix = "dns-refused-"
 )
 
 // Spec is what a holder needs to start an agent: the normalized provision
@@ -56,6 +61,7 @@ type Spec struct {
 	MaxRestarts    int               `json:"max_restarts,omitempty"`    // consecutive on-failure restarts at most
 	ProxySocket    string            `json:"proxy_socket,omitempty"`    // network isolated: egressd's proxy.sock, bridged from 127.0.0.1:4750 in the namespace
 	SyntheticNames int               `json:"synthetic_names,omitempty"` // network isolated: names the resolver answers for (0: netns.DefaultMaxNames)
+	Destinations   []string          `json:"destinations,omitempty"`    // network isolated: the origins of the staged credentials' destinations, which the resolver answers for too
 	Tmux           string            `json:"tmux,omitempty"`            // session_backend tmux: the tmux binary
 	TmuxSocket     string            `json:"tmux_socket,omitempty"`     // session_backend tmux: the server's socket
 }
