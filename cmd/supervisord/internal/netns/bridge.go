@@ -2,11 +2,9 @@ package netns
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -25,69 +23,19 @@ const (
 // egress.unavailable with Retry-After: 1 and closed: the agent is told to
 // retry, never given another route.
 func Bridge(ctx context.Context, l net.Listener, sock string, log *slog.Logger) error {
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-		wg    sync.WaitGroup
-	)
-	track := func(c net.Conn, add bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if add {
-			conns[c] = struct{}{}
-		} else {
-			delete(conns, c)
+	return serveConns(ctx, l, func(in net.Conn, track func(net.Conn) func()) {
+		defer in.Close()
+		d := net.Dialer{Timeout: DialTimeout}
+		out, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			log.Warn("netns.bridge_dial", slog.String("proxy_socket", sock), slog.Any("err", err))
+			answerUnavailable(in)
+			return
 		}
-	}
-	stop := context.AfterFunc(ctx, func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range conns {
-			c.Close()
-		}
+		defer track(out)()
+		defer out.Close()
+		join(in, out)
 	})
-	defer stop()
-	sem := make(chan struct{}, MaxConns)
-	var err error
-	for {
-		sem <- struct{}{}
-		var in net.Conn
-		if in, err = l.Accept(); err != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			track(in, true)
-			defer track(in, false)
-			defer in.Close()
-			d := net.Dialer{Timeout: DialTimeout}
-			out, err := d.DialContext(ctx, "unix", sock)
-			if err != nil {
-				log.Warn("netns.bridge_dial", slog.String("proxy_socket", sock), slog.Any("err", err))
-				answerUnavailable(in)
-				return
-			}
-			track(out, true)
-			defer track(out, false)
-			defer out.Close()
-			join(in, out)
-		}()
-	}
-	l.Close()
-	stop()
-	mu.Lock()
-	for c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
-	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
 }
 
 // closeWriter is a connection that can half-close (TCP and Unix).

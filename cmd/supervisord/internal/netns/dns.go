@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -191,50 +190,7 @@ const tcpIdle = 10 * time.Second
 // ServeTCP answers length-prefixed queries (RFC 1035 section 4.2.2) on
 // each connection l accepts, at most MaxConns at once, until ctx ends.
 func (d *DNS) ServeTCP(ctx context.Context, l net.Listener) error {
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-		wg    sync.WaitGroup
-	)
-	stop := context.AfterFunc(ctx, func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range conns {
-			c.Close()
-		}
-	})
-	defer stop()
-	sem := make(chan struct{}, MaxConns)
-	var err error
-	for {
-		sem <- struct{}{}
-		var c net.Conn
-		if c, err = l.Accept(); err != nil {
-			break
-		}
-		mu.Lock()
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Go(func() {
-			defer func() { <-sem }()
-			d.serveConn(c)
-			mu.Lock()
-			delete(conns, c)
-			mu.Unlock()
-		})
-	}
-	stop()
-	mu.Lock()
-	for c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
-	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
+	return serveConns(ctx, l, func(c net.Conn, _ func(net.Conn) func()) { d.serveConn(c) })
 }
 
 func (d *DNS) serveConn(c net.Conn) {
