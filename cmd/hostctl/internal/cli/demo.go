@@ -21,7 +21,8 @@ func demoCmd(g *globals) *ffcli.Command {
 		ShortHelp:  "run an agent that uses a credential it never sees, end to end, and check every step",
 		LongHelp: "Starts secretd, egressd and supervisord under a fresh temporary root (never -root), two local HTTPS " +
 			"servers, stores a credential and runs an agent (curl, and Python's requests when present) that holds only " +
-			"a placeholder. Prints a transcript in which every line is an assertion; exits 0 only if every one held, " +
+			"a placeholder; isolated, the agent also runs Node's built-in fetch (/usr/bin/node) with no proxy variable, " +
+			"which reaches egressd through the namespace's transparent path. Prints a transcript in which every line is an assertion; exits 0 only if every one held, " +
 			"and removes everything it started, also on failure or Ctrl-C. Needs Linux; as a normal user the agent is " +
 			"not isolated (it runs as you), as root it runs under its own uid.",
 		FlagSet: fs,

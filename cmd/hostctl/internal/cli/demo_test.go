@@ -88,6 +88,13 @@ func TestDemoCommand(t *testing.T) {
 		"cleaned up: daemons stopped",
 		"demo: ok: every step held",
 		"network isolated (supervisord's default)",
+		// Node's fetch, with no proxy variable, through the transparent path.
+		"node v2",
+		"a synthetic address from the instance's own resolver",
+		"fetch /v1/node: 200; the API received the real token",
+		"refused, 403 egress.placeholder_misuse, as on the proxied path",
+		"are transparent=tls: the bridge relayed them",
+		"path=/v1/node status=200 bytes_out=", // the audit trail shows it
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the transcript lacks %q:\n%s", want, out)
@@ -148,7 +155,7 @@ func TestDemoInterrupted(t *testing.T) {
 	for _, tt := range []struct{ name, marker string }{
 		{"daemons up", "supervisord  pid"},
 		{"agent running", "started: /bin/sh agent.sh"},
-		{"audit", "8. the audit trail"},
+		{"audit", "9. the audit trail"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -178,6 +185,21 @@ func TestDemoMissingBinaries(t *testing.T) {
 	is.Equal(code, ExitUsage)
 }
 
+// TestDemoMissingNode: without the agent's Node.js the demo fails loudly,
+// naming what to install, before it starts anything (TestDemoCommand runs
+// it with the Node.js scripts/setup installs).
+func TestDemoMissingNode(t *testing.T) {
+	t.Parallel()
+	needCurl(t)
+	is := is.New(t)
+	var out bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "node")
+	rep, err := demo.Run(context.Background(), demo.Config{BinDir: binDir, Out: &out, Node: missing})
+	is.True(errors.Is(err, demo.ErrFailed))
+	is.True(strings.Contains(out.String(), "FAIL  the agent needs "+missing+" (Node.js 18 or later"))
+	is.Equal(rep.Root, "") // nothing was started
+}
+
 // TestDemoAsNormalUser runs the built hostctl as an unprivileged uid (the
 // README's first command on a developer machine): the agent runs as that
 // user and the transcript says plainly that it is not isolated.
@@ -196,7 +218,7 @@ func TestDemoAsNormalUser(t *testing.T) {
 		t.Fatalf("hostctl demo as uid %d: %v\n%s", uid, err, out)
 	}
 	for _, want := range []string{"agents are NOT isolated here", "the agent ran as uid 1234: your own, NOT isolated", "demo: ok",
-		"network host, asked for explicitly"} {
+		"network host, asked for explicitly", "not run: on host network Node's fetch would go straight to the network"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("transcript lacks %q:\n%s", want, out)
 		}

@@ -15,13 +15,25 @@ func TestParseAgent(t *testing.T) {
 		"agent: curl https://api.demo.test:1/v1/hello (with the placeholder) -> 200\n" +
 		"agent: curl https://other.demo.test:2/collect (with the placeholder) -> 403 egress.placeholder_misuse\n" +
 		"agent: curl https://other.demo.test:2/hello (without the placeholder) -> 000\n" +
+		"agent: node v20.20.2 fetch, proxy variables set: none; api.demo.test resolves to 198.18.0.1\n" +
+		"agent: node https://api.demo.test:1/v1/node (with the placeholder) -> 200\n" +
+		"agent: node https://other.demo.test:2/collect (with the placeholder) -> error:ECONNRESET\n" +
 		"noise hkp_short\n" + doneLine + "\n"
 	v := parseAgent(out)
 	is.Equal(v.uid, "61184")
 	is.Equal(v.placeholders, []string{"hkp_abcdefghijklmnopqrstuvwxyz234567"})
 	is.True(v.done)
-	is.Equal(len(v.lines), 6)
-	r, ok := v.find("curl", "https://other.demo.test:2", "with")
+	is.Equal(len(v.lines), 9)
+	is.Equal(v.node, nodeView{version: "v20.20.2", proxy: "none", addr: "198.18.0.1"})
+	r, ok := v.find("node", "https://api.demo.test:1", "with")
+	is.True(ok)
+	is.Equal(r.status, "200")
+	r, ok = v.find("node", "https://other.demo.test:2", "with")
+	is.True(ok)
+	is.Equal(r, result{tool: "node", url: "https://other.demo.test:2/collect", with: "with", code: "error:ECONNRESET"})
+	is.Equal(parseAgent("agent: node v18.19.0 fetch, proxy variables set: HTTPS_PROXY,http_proxy; api.demo.test resolves to error:ENOTFOUND").node,
+		nodeView{version: "v18.19.0", proxy: "HTTPS_PROXY,http_proxy", addr: "error:ENOTFOUND"})
+	r, ok = v.find("curl", "https://other.demo.test:2", "with")
 	is.True(ok)
 	is.Equal(r, result{tool: "curl", url: "https://other.demo.test:2/collect", with: "with", status: "403", code: "egress.placeholder_misuse"})
 	r, ok = v.find("curl", "https://other.demo.test:2", "without")

@@ -24,14 +24,17 @@ const misuseCode = egressdapi.CodePlaceholderMisuse
 // stepServersSaw compares what the agent reported with what the servers
 // recorded, and reads egressd's byte count while the bundle lives.
 func (r *runner) stepServersSaw(ctx context.Context) error {
-	r.t.step(6, "what each side saw")
+	r.t.step(7, "what each side saw")
 	want := []string{"curl"}
 	if r.python {
 		want = append(want, "python")
 	}
+	if r.node {
+		want = append(want, "node")
+	}
 	var got []seen
 	for _, s := range r.api.requests() {
-		if s.path != streamPath { // step 5's
+		if s.path != streamPath { // step 5's; step 6's counts too
 			got = append(got, s)
 		}
 	}
@@ -84,7 +87,7 @@ func (r *runner) stepServersSaw(ctx context.Context) error {
 // stepStopDestroy stops and destroys the instance and checks that nothing
 // of it is left: no process, no bundle, no lease.
 func (r *runner) stepStopDestroy(ctx context.Context) error {
-	r.t.step(7, "stop and destroy")
+	r.t.step(8, "stop and destroy")
 	before := processesWith(r.id)
 	st, err := r.sv.Status(ctx, r.id)
 	if err != nil {
@@ -131,7 +134,7 @@ func (r *runner) stepStopDestroy(ctx context.Context) error {
 // stepToken scans everything for the raw token: the transcript so far and
 // every file under the root but secretd's credential store.
 func (r *runner) stepToken(context.Context) error {
-	r.t.step(9, "the raw token")
+	r.t.step(10, "the raw token")
 	store := filepath.Join(r.layout.StateDir(daemon.NameSecretd), "credentials")
 	hits, n := filesWith(r.root, r.token, store)
 	r.t.check(!containsSecret(r.t.copy.Bytes(), r.token) && len(hits) == 0 && n > 0,

@@ -4,8 +4,10 @@
 // credential, runs an agent (curl, and Python's requests when present)
 // that holds only a placeholder, and prints a transcript in which every
 // claim is an assertion: the API got the real token, the placeholder sent
-// elsewhere was refused, the audit chains verify, nothing of the instance
-// survives destroy, and the raw token appears nowhere in the transcript.
+// elsewhere was refused, a program that ignores the proxy variables (Node's
+// built-in fetch) went through egressd all the same, the audit chains
+// verify, nothing of the instance survives destroy, and the raw token
+// appears nowhere in the transcript.
 package demo
 
 import (
@@ -46,6 +48,9 @@ type Config struct {
 	// Keep leaves the daemons running and the root in place, and prints
 	// hostctl commands to explore them.
 	Keep bool
+	// Node is the Node.js the agent runs, 18 or later; "" = DefaultNode.
+	// Missing, the run fails before it starts anything.
+	Node string
 	// Hostctl is the hostctl path printed in --keep hints ("" = hostctl).
 	Hostctl string
 	// Out receives the transcript (nil = discarded).
@@ -76,6 +81,7 @@ type runner struct {
 	binDir   string
 	token    []byte
 	python   bool
+	node     bool // the agent runs the Node step (network isolated)
 	api      *server
 	other    *server
 	daemons  []*daemonProc
@@ -103,6 +109,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.Node == "" {
+		cfg.Node = DefaultNode
 	}
 	if cfg.Hostctl == "" {
 		cfg.Hostctl = "hostctl"
@@ -143,6 +152,9 @@ func (r *runner) steps(ctx context.Context) error {
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
 		return errors.New("the agent needs /usr/bin/curl (apt-get install curl; scripts/setup installs it)")
 	}
+	if err := nodeUsable(r.cfg.Node); err != nil {
+		return err
+	}
 	var err error
 	if r.binDir, err = findBinaries(r.cfg.BinDir); err != nil {
 		return err
@@ -158,7 +170,7 @@ func (r *runner) steps(ctx context.Context) error {
 		return err
 	}
 	for _, s := range []func(context.Context) error{r.stepServers, r.stepDaemons, r.stepCredential, r.stepAgent,
-		r.stepStream, r.stepServersSaw, r.stepStopDestroy, r.stepAudit, r.stepToken} {
+		r.stepStream, r.stepNode, r.stepServersSaw, r.stepStopDestroy, r.stepAudit, r.stepToken} {
 		if err := s(ctx); err != nil {
 			return err
 		}

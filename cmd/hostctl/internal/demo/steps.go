@@ -119,14 +119,21 @@ func (r *runner) stepCredential(ctx context.Context) error {
 func (r *runner) stepAgent(ctx context.Context) error {
 	r.t.step(4, "supervisord runs an agent that holds only a placeholder")
 	r.python = havePythonRequests()
-	if err := writeAgent(r.agentDir(), r.python); err != nil {
+	// Node's fetch reaches egressd only through the namespace: on host
+	// network it would go around egressd, so it runs only isolated.
+	r.node = r.netIso
+	if err := writeAgent(r.agentDir(), r.python, r.node); err != nil {
 		return err
 	}
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "DEMO_API_URL": r.api.origin(), "DEMO_OTHER_URL": r.other.origin()}
 	tools := "curl"
 	if r.python {
 		env["DEMO_PYTHON"] = "1"
-		tools = "curl, then python3 requests"
+		tools += ", then python3 requests"
+	}
+	if r.node {
+		env["DEMO_NODE"] = r.cfg.Node
+		tools += ", then node's fetch without the proxy variables"
 	}
 	r.live = true
 	// No mode: supervisord's default, network isolated. Where it cannot
@@ -157,7 +164,8 @@ func (r *runner) stepAgent(ctx context.Context) error {
 	}
 	r.t.printf("  the agent's output:\n")
 	for _, l := range r.agent.lines {
-		if !eventRE.MatchString(l) && !strings.HasPrefix(l, "agent: event at ") { // step 5 shows the events
+		// Steps 5 and 6 show the events and the Node step.
+		if !eventRE.MatchString(l) && !strings.HasPrefix(l, "agent: event at ") && !strings.HasPrefix(l, "agent: node ") {
 			r.t.printf("    | %s\n", l)
 		}
 	}
