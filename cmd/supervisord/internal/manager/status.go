@@ -35,9 +35,6 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 		in.AgentUID = uint32(os.Geteuid())
 		in.Warning = api.NotIsolatedWarning
 	}
-	if md.Spec.Network == api.NetworkHost && !terminal(md.State) {
-		in.Warning = strings.TrimPrefix(in.Warning+"; "+api.HostNetworkWarning, "; ")
-	}
 	in.Restart, in.Restarts, in.TmuxSocket = r.Restart, int64(md.Restarts), md.Spec.TmuxSocket
 	if live != nil && !terminal(md.State) {
 		in.State = live.State
@@ -48,6 +45,11 @@ func (m *Manager) view(md *store.Metadata, live *holder.Status) *api.Instance {
 		in.PID, in.PGID, in.Restarts = live.AgentPID, live.PGID, live.Restarts
 	}
 	in.State = m.liveState(md, in.State)
+	// Every warning follows the state shown, not the recorded one: an
+	// agent that just ended is reported exited, without its warnings.
+	if md.Spec.Network == api.NetworkHost && !terminal(in.State) {
+		in.Warning = strings.TrimPrefix(in.Warning+"; "+api.HostNetworkWarning, "; ")
+	}
 	if md.Egress != nil && md.Egress.Warning != "" && !terminal(in.State) {
 		in.Warning = strings.TrimPrefix(in.Warning+"; "+md.Egress.Warning, "; ")
 	}
