@@ -224,3 +224,63 @@ func TestAttachClientThatKeepsUpGetsEverything(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachClientBehindWhenTheAgentEnds guards the end of the output at
+// the holder: the agent writes ~2.2 MB (more than a send buffer holds,
+// less than the bound) and exits while its client is not reading, so
+// the holder still queues output for the client when the tree has
+// ended. A client that reads late, but within the holder's grace
+// (attachGrace, 5 s), gets every byte and the exit frame; one that reads
+// nothing is told with one stream.slow_client frame once the holder
+// ends. Neither is cut off silently.
+func TestAttachClientBehindWhenTheAgentEnds(t *testing.T) {
+	const lines = 300000 // ~2.2 MB of `seq`
+	script := fmt.Sprintf(`stty -echo; echo ready; read x; seq 1 %d | cat`, lines)
+	var want []byte
+	for n := 1; n <= lines; n++ {
+		want = append(strconv.AppendInt(want, int64(n), 10), '\r', '\n')
+	}
+	// begin attaches at the holder and lets the agent write; it returns
+	// once the tree has ended (exit.json), the client having read nothing
+	// of it.
+	begin := func(t *testing.T) *rpc.Stream {
+		is := is.New(t)
+		e := start(t, "-host-runtime-enabled", "yes")
+		in := e.provision(api.ProvisionRequest{PTY: true, Command: []string{"sh", "-c", script}})
+		st, err := attachHops[1].open(e, in.InstanceID)
+		is.NoErr(err)
+		t.Cleanup(func() { st.Close() })
+		readUntil(t, st, "ready\r\n")
+		is.NoErr(st.Send(&wire.StreamFrame{T: wire.StreamData, B: []byte("\r")}))
+		exitJSON := filepath.Join(e.root, "state", "supervisord", "instances", in.InstanceID, store.FileExit)
+		for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(exitJSON); err == nil {
+				return st
+			}
+			if time.Now().After(end) {
+				t.Fatal("the agent did not end within 60 s")
+			}
+		}
+	}
+	t.Run("a client that reads late gets everything", func(t *testing.T) {
+		is := is.New(t)
+		st := begin(t)
+		time.Sleep(time.Second) // twice the 500 ms the holder used to give
+		data, others, end := readToEnd(st)
+		is.Equal(data, len(want)) // every byte
+		is.Equal(len(others), 1)  // then the exit frame
+		is.Equal(others[0].T, wire.StreamExit)
+		is.True(errors.Is(end, io.EOF))
+	})
+	t.Run("a client that reads nothing is told", func(t *testing.T) {
+		is := is.New(t)
+		st := begin(t)
+		peerClosed(t, st) // never read until the holder closed its side
+		data, others, end := readToEnd(st)
+		is.True(data < len(want))                    // the output still queued was dropped
+		is.Equal(len(others), 1)                     // in its place, one frame:
+		is.Equal(others[0].T, wire.StreamError)      // an error frame
+		is.Equal(others[0].Code, api.CodeStreamSlow) // stream.slow_client
+		is.True(errors.Is(end, io.EOF))              // then EOF at a frame boundary
+	})
+}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -89,6 +90,36 @@ func TestStreamEndsAtShutdown(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(f.T, wire.StreamError)
 	is.Equal(f.Code, wire.CodeServerShuttingDown)
+}
+
+// TestStreamOutlivesItsClient: a stream is on a connection of its own,
+// so closing the client that opened it (as a caller that only wanted the
+// stream does at once) leaves the stream working, whether or not the
+// client holds a shared connection.
+func TestStreamOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	for _, called := range []bool{false, true} {
+		t.Run(fmt.Sprintf("client called first: %v", called), func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			c := NewClient(h.path, 5*time.Second)
+			if called {
+				is.NoErr(c.Call(t.Context(), "health", nil, nil))
+			}
+			st, err := c.OpenStream(t.Context(), "test.stream", nil, nil)
+			is.NoErr(err)
+			defer st.Close()
+			is.NoErr(c.Close())
+			st.Conn().SetDeadline(time.Now().Add(5 * time.Second))
+			for i := 0; i < 3; i++ {
+				is.NoErr(st.Send(&wire.StreamFrame{T: wire.StreamData, B: []byte("after close")}))
+				f, err := st.Recv()
+				is.NoErr(err)
+				is.Equal(string(f.B), "after close")
+			}
+		})
+	}
 }
 
 // TestStreamKeep: what a Handler keeps reaches its StreamFunc; when the

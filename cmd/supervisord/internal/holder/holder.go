@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hostkit.dev/cmd/supervisord/internal/netns"
@@ -87,6 +88,10 @@ type holder struct {
 	hub  *hub
 	env  []string  // the agent's environment (agent.env), kept for restarts
 	ns   *netns.NS // network isolated: the agent's namespace; nil on the host network
+
+	// attaching counts the attach streams being served: once the tree
+	// has ended, the holder serves on while any is (attachGrace).
+	attaching atomic.Int32
 
 	mu         sync.Mutex
 	pty        *os.File        // PTY master of the current run, nil without a PTY

@@ -25,11 +25,18 @@ import (
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
-// drainGrace bounds the wait for the output's EOF once the tree is gone,
-// and serveGrace the time attached clients get to read the exit frame.
+// drainGrace bounds the wait for the output's EOF once the tree is gone.
+// Then attached clients get up to attachGrace to take the output still
+// queued for them and the exit frame (a client that keeps up may be
+// megabytes behind when the agent exits, and on a loaded machine reading
+// them takes seconds); a client still behind after it is told
+// stream.slow_client (holder.attach). It stays well under the 10 s
+// supervisord waits for a holder to end after a stop. Other connections
+// get serveGrace to finish their calls.
 const (
-	drainGrace = 2 * time.Second
-	serveGrace = 500 * time.Millisecond
+	drainGrace  = 2 * time.Second
+	attachGrace = 5 * time.Second
+	serveGrace  = 500 * time.Millisecond
 )
 
 func run(ctx context.Context, cfg Config, ch *net.UnixConn, log *slog.Logger) error {
@@ -131,7 +138,11 @@ func run(ctx context.Context, cfg Config, ch *net.UnixConn, log *slog.Logger) er
 	}
 	h.hub.end()
 	h.finish()
-	// Attached clients get the exit frame; then the holder ends.
+	// Attached clients get their output and the exit frame, other calls
+	// their answers; then the holder ends.
+	for end := time.Now().Add(attachGrace); h.attaching.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(2 * time.Millisecond)
+	}
 	for end := time.Now().Add(serveGrace); srv.ActiveConns() > 0 && time.Now().Before(end); {
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -101,23 +101,39 @@ func (h *holder) input(b []byte) {
 	_, _ = p.Write(b)
 }
 
+// endedMsg is the message of the stream.slow_client frame a client gets
+// when the holder ends before the client took its output (attachGrace).
+const endedMsg = "client did not take the output before the holder ended"
+
 // attach replays the ring, then streams output until the client detaches,
 // falls behind (one stream.slow_client frame, then the end), or the tree
-// ends (an exit frame). Every frame goes out whole: the Writer writes only
-// what the client's socket takes without blocking, and the client's queue
-// (outstream.Queue) decides that it is slow.
+// ends (the output still queued, then an exit frame). Every frame goes
+// out whole: the Writer writes only what the client's socket takes
+// without blocking, and the client's queue (outstream.Queue) decides that
+// it is slow. When the holder stops serving (ctx) before the client took
+// everything, the client gets stream.slow_client in place of the rest:
+// a stream never ends without its end frame unless the client left.
 func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
+	h.attaching.Add(1)
+	defer h.attaching.Add(-1)
 	w := outstream.NewWriter(st.Conn())
 	q := outstream.NewQueue(true, w.Interrupt)
 	h.hub.subscribe(q)
 	defer h.hub.unsubscribe(q)
+	ended := &wire.StreamFrame{T: wire.StreamError, Code: api.CodeStreamSlow, Msg: endedMsg}
 	recvDone := make(chan struct{})
 	go func() {
 		defer close(recvDone)
 		for {
 			f, err := st.Recv()
 			if err != nil {
-				q.Abort(nil)
+				if ctx.Err() != nil {
+					// The server woke this read because the holder
+					// stops serving: not the client leaving.
+					q.Abort(ended)
+				} else {
+					q.Abort(nil)
+				}
 				return
 			}
 			switch f.T {
@@ -135,14 +151,16 @@ func (h *holder) attach(ctx context.Context, call *rpc.Call, st *rpc.Stream) err
 			}
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() { q.Abort(nil) })
+	stop := context.AfterFunc(ctx, func() { q.Abort(ended) })
 	defer stop()
 	defer func() { st.Close(); <-recvDone }()
-	ended, err := outstream.Send(q, w)
+	complete, err := outstream.Send(q, w)
 	if n := q.Dropped(); n > 0 {
 		h.log.Warn("holder.attach_dropped", slog.String("code", api.CodeStreamSlow), slog.Int("behind_bytes", n))
+	} else if !complete && ctx.Err() != nil {
+		h.log.Warn("holder.attach_dropped", slog.String("code", api.CodeStreamSlow), slog.String("reason", "holder_ended"))
 	}
-	if err != nil || !ended {
+	if err != nil || !complete {
 		return nil
 	}
 	return h.sendExit(q, w)

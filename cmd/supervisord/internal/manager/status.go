@@ -177,10 +177,13 @@ func (m *Manager) stopLocked(ctx context.Context, md *store.Metadata) {
 }
 
 // stopTree stops md's tree through its holder, waits for the holder to
-// end and reconciles; the caller holds the instance lock.
+// end and reconciles; the caller holds the instance lock. A holder whose
+// tree has ended may still serve its attached clients their last output
+// (holder attachGrace): it is waited for too.
 func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 	m.reconcile(ctx, md)
 	if terminal(md.State) || !m.holderAlive(md.ID) {
+		m.waitHolderEnd(md.ID)
 		m.reconcile(ctx, md)
 		return
 	}
@@ -196,11 +199,15 @@ func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 	if err != nil {
 		m.cfg.Logger.Warn("instance.stop_call", "instance", md.ID, "err", err)
 	}
-	end := time.Now().Add(10 * time.Second)
-	for m.holderAlive(md.ID) && time.Now().Before(end) {
+	m.waitHolderEnd(md.ID)
+	m.reconcile(ctx, md)
+}
+
+// waitHolderEnd waits (up to 10 s) until instance id's holder has ended.
+func (m *Manager) waitHolderEnd(id string) {
+	for end := time.Now().Add(10 * time.Second); m.holderAlive(id) && time.Now().Before(end); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	m.reconcile(ctx, md)
 }
 
 // Destroy stops instance id and removes its directory and run files,
