@@ -40,7 +40,7 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	}
 }
 
-// auditRec is one record of supervisord's audit trail.
+// auditRec is one audit record (supervisord's or egressd's).
 type auditRec struct {
 	Op      string         `json:"op"`
 	Outcome string         `json:"outcome"`
