@@ -98,8 +98,17 @@ func TestHolderPoolHoldsNothingAndLeavesNothing(t *testing.T) {
 
 	in := e.provision(api.ProvisionRequest{PTY: true, Command: []string{"sh", "-c", "echo pooled-$((6*7)); exec sleep 1000"}})
 	e.waitLog(in.InstanceID, "pooled-42", 5*time.Second)
+	// The shell has printed; its exec of sleep may still be under way.
+	waitFor(t, 10*time.Second, func() bool {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", in.PID))
+		return string(cmd) == "sleep\x001000\x00"
+	})
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", in.PID))
 	is.NoErr(err)
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", in.PID, fd.Name()))
+		t.Logf("agent fd %s: %s", fd.Name(), target)
+	}
 	is.Equal(len(fds), 3) // the terminal on 0-2, nothing inherited
 	hpid := holderOf(t, e, in.InstanceID)
 	is.True(slices.Contains(idle, hpid)) // it took an idle holder

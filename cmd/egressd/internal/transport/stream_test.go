@@ -158,7 +158,7 @@ func TestCancelEndsBodyRead(t *testing.T) {
 // answers a little sooner is served.
 func TestResponseHeaderTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second
+	const timeout = 5 * time.Second
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := time.ParseDuration(r.URL.Query().Get("after"))
 		select {
@@ -172,7 +172,7 @@ func TestResponseHeaderTimeout(t *testing.T) {
 			after, want, code string
 		}{
 			{"400ms", "ok", ""},
-			{"3s", "", egressdapi.CodeTimeout},
+			{"60s", "", egressdapi.CodeTimeout},
 		} {
 			t.Run(p.name+"/"+tc.after, func(t *testing.T) {
 				t.Parallel()
@@ -184,7 +184,9 @@ func TestResponseHeaderTimeout(t *testing.T) {
 				is.Equal(wire.CodeOf(err), tc.code)
 				is.Equal(body, tc.want)
 				if tc.code != "" {
-					is.True(time.Since(start) < timeout+time.Second) // not the upstream's delay
+					// Not the upstream's delay; generous, as a loaded
+					// machine can take seconds to run the test again.
+					is.True(time.Since(start) < 30*time.Second)
 				}
 			})
 		}
