@@ -44,6 +44,9 @@ type conn struct {
 	// host is the last request's Host field as sent ("" without one),
 	// kept as a string while the next request sends the same bytes.
 	host string
+	// transparent is the Hostkit-Transparent mode of the CONNECT being
+	// decided ("" for a proxied one): every refusal of it names the mode.
+	transparent string
 }
 
 // deadlineSlack is how much earlier than asked a deadline may fall, at

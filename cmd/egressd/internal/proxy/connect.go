@@ -62,6 +62,7 @@ func (c *conn) connect(req *http.Request) {
 		c.rejectConnect(b, t.authority(), err)
 		return
 	}
+	c.transparent = t.transparent
 	switch t.transparent {
 	case egressdapi.TransparentHTTP:
 		c.transparentHTTP(t)
@@ -121,7 +122,11 @@ func (c *conn) takeTunnel(t *tunnel) (release func(), ok bool) {
 }
 
 func (c *conn) rejectConnect(b *bundle.Bundle, authority string, err error) {
-	c.reject(b, err, true, OpConnect, map[string]any{pipeline.KeyOrigin: authority})
+	f := map[string]any{pipeline.KeyOrigin: authority}
+	if c.transparent != "" {
+		f[keyTransparent] = c.transparent
+	}
+	c.reject(b, err, true, OpConnect, f)
 }
 
 // established answers a CONNECT with 200 (no body, no Content-Length:

@@ -177,18 +177,30 @@ func (h *harness) auditText(t *testing.T) string {
 	return string(b)
 }
 
-// waitAudit reports whether the audit log holds want within 10 s: a
-// record may be written just after the answer the test read.
-func (h *harness) waitAudit(t *testing.T, want string) bool {
+// waitAudit reports whether one record of the audit log holds every one
+// of want within 10 s: a record may be written just after the answer the
+// test read.
+func (h *harness) waitAudit(t *testing.T, want ...string) bool {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(h.auditText(t), want) {
-			return true
+		for _, line := range strings.Split(h.auditText(t), "\n") {
+			if containsAll(line, want) {
+				return true
+			}
 		}
 		if time.Now().After(end) {
 			return false
 		}
 	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkCanary scans the audit log, the log and each of outputs for the

@@ -221,7 +221,8 @@ func TestTransparentRawTCP(t *testing.T) {
 			is.Equal(line, "SSH-2.0-test\r\n")
 		})
 	}
-	is.New(t).True(th.waitAudit(t, `"transparent":"other"`))
+	is.New(t).True(th.waitAudit(t, `"transparent":"other"`, `"outcome":"ok"`))
+	is.New(t).True(th.waitAudit(t, `"transparent":"other"`, `"code":"egress.raw_tcp_denied"`)) // refusals name the mode too
 	th.checkCanary(t)
 }
 
