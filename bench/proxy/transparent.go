@@ -22,7 +22,7 @@ import (
 	"hostkit.dev/lib/rpc"
 )
 
-// The transparent section (issue 17 item 3) compares, side by side in one
+// The transparent section (docs/supervisord.md "Transparent egress") compares, side by side in one
 // run, the same intercepted, substituted requests to the (c) upstream
 // from an isolated supervisord instance through the proxy variables
 // (the bridge on 127.0.0.1:4750, the client's own CONNECT) and through

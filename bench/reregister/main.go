@@ -1,5 +1,5 @@
 // Command reregister benchmarks what an egressd restart costs running
-// agents (issue 17 item 7, "Benchmark"): with -n live credentialed
+// agents (docs/supervisord.md "Egress", restarts): with -n live credentialed
 // instances under supervisord, egressd is killed (-9) and started again,
 // and every instance's proxy token and placeholder (read from its
 // agent.env, as the agent would use them) is tried through egressd's

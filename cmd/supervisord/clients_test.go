@@ -160,11 +160,11 @@ echo dev-done`
 func TestNoProxyReachesOwnLoopbackOnly(t *testing.T) {
 	for _, tool := range []string{"curl", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
+			t.Fatalf("needs %s (scripts/setup installs it)", tool)
 		}
 	}
 	if exec.Command("python3", "-c", "import requests").Run() != nil {
-		t.Skip("needs Python requests")
+		t.Fatal("needs Python requests (scripts/setup installs python3-requests)")
 	}
 	is := is.New(t)
 	s := newEgressStack(t)

@@ -106,7 +106,7 @@ func freePort(t *testing.T) string {
 func tail(s string) string { return s[max(0, len(s)-8192):] }
 
 // restartBound is how soon after egressd's READY every running agent must
-// work again (issue 17 item 7).
+// work again.
 const restartBound = 2 * time.Second
 
 // TestRestartsDoNotStrandAgents: two agents (a host instance and an
