@@ -111,9 +111,17 @@ func exchange(t *testing.T, ns *NS, addr, first string) (string, error) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(20 * time.Second))
-		io.WriteString(c, first)
-		c.(*net.TCPConn).CloseWrite()
+		// A reset that arrives before the write is reported to the write
+		// alone (the kernel clears the socket's error once reported),
+		// and the read after it sees a plain EOF: keep the first error.
+		_, werr := io.WriteString(c, first)
+		if werr == nil {
+			werr = c.(*net.TCPConn).CloseWrite()
+		}
 		got, rerr = io.ReadAll(c)
+		if werr != nil {
+			rerr = werr
+		}
 		return nil
 	})
 	return string(got), rerr
