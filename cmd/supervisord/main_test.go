@@ -148,7 +148,9 @@ type env struct {
 	c    *api.Client
 	rc   *rpc.Client
 	envs []string
-	bin  string // the supervisord binary to boot; "" = binary
+	// stderrs holds each boot's standard error, logged if the test fails.
+	stderrs []*lockedBuf
+	bin     string // the supervisord binary to boot; "" = binary
 }
 
 // start starts supervisord under a new root with extra flags.
@@ -164,6 +166,11 @@ func start(t *testing.T, extra ...string) *env {
 	e := &env{t: t, root: root, args: append([]string{"-root", root, "-egress-required", "no"}, extra...)}
 	e.boot()
 	t.Cleanup(func() {
+		if t.Failed() { // what each boot of supervisord said, for the failure's story
+			for i, b := range e.stderrs {
+				t.Logf("supervisord boot %d stderr:\n%s", i+1, b)
+			}
+		}
 		e.destroyAll()
 		e.kill()
 		os.RemoveAll(root)
@@ -182,7 +189,9 @@ func (e *env) boot() {
 	}
 	e.cmd = exec.Command(exe, e.args...)
 	e.cmd.Env = append(os.Environ(), e.envs...)
-	e.cmd.Stderr = &lockedBuf{}
+	stderr := &lockedBuf{}
+	e.cmd.Stderr = stderr
+	e.stderrs = append(e.stderrs, stderr)
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}

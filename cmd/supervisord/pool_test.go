@@ -33,19 +33,24 @@ func holdersOf(hdir string) []int {
 // waitIdle waits until n holders of hdir other than the excluded ones
 // wait for an assignment and returns them. A holder has got that far once
 // its fd 3 (the channel as passed, which it duplicates and closes) is gone.
+// The same n must be seen on two polls in a row, each still alive after
+// its fd was looked at: a process that ended between the listing and the
+// look has no fd 3 either, and must not pass for an idle holder.
 func waitIdle(t *testing.T, hdir string, n int, exclude ...int) []int {
 	t.Helper()
+	var last []int
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var idle []int
 		for _, pid := range holdersOf(hdir) {
-			if _, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/3", pid)); err == nil || slices.Contains(exclude, pid) {
+			if _, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/3", pid)); err == nil || slices.Contains(exclude, pid) || !alive(pid) {
 				continue
 			}
 			idle = append(idle, pid)
 		}
-		if len(idle) == n {
+		if len(idle) == n && slices.Equal(idle, last) {
 			return idle
 		}
+		last = idle
 		if time.Now().After(end) {
 			t.Fatalf("want %d idle holders, have %v", n, idle)
 		}
