@@ -1,10 +1,11 @@
 // Command egress benchmarks egressd's mediated egress.request against a
 // loopback upstream, side by side in one run with the same requests sent
 // directly by a Go client (the floor) and through a bare
-// httputil.ReverseProxy (issue 4, "Benchmark"). It builds egressd from
+// httputil.ReverseProxy (figures: bench/RESULTS.md, "egressd native op vs
+// direct and a bare reverse proxy"). It builds egressd from
 // ../../cmd/egressd, runs it under a temporary -root, registers a bundle
-// without credentials that may reach the upstream, and prints req/s,
-// p50/p99 and the ratios. Run it from this directory: `go run .`.
+// without credentials that may reach the upstream, and prints req/s, p50/p99
+// and the ratios. Run it from this directory: `go run .`.
 package main
 
 import (

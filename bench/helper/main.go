@@ -1,7 +1,8 @@
 //go:build linux
 
 // Command helper-bench measures the containerization-helper against runc
-// called directly, in one run (issue 8, "Benchmark"):
+// called directly, in one run (figures: bench/RESULTS.md,
+// "containerization-helper"):
 //
 //  1. create+start+delete of a busybox container, alternating (a) runc
 //     directly — `create --bundle B --pid-file P id` with the console log
@@ -48,7 +49,7 @@ func main() {
 	}
 }
 
-// Targets (issue 8).
+// Targets (docs/containerization-helper.md, "Figures").
 const (
 	targetRatio   = 1.15
 	targetObserve = 150 * time.Millisecond

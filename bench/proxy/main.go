@@ -1,28 +1,27 @@
-// Command proxy benchmarks egressd's proxy face (issue 5) side by side, in
-// one run, against the same loopback upstreams: (a) plain-HTTP forward
-// proxying req/s with wrk (absolute-form request path) — direct, squid,
-// tinyproxy, a bare httputil.ReverseProxy and egressd; (b) HTTPS through an
-// opaque CONNECT tunnel, MB/s for a large download — direct, squid,
-// tinyproxy and egressd; (c) intercepted HTTPS with placeholder
-// substitution vs direct HTTPS req/s. Three streaming sections compare
-// egressd (intercepted, placeholder substituted, as (c)) with a direct
-// HTTPS client against the credentialed upstream: sse, the one-way
-// latency of server-sent events (stamped with CLOCK_MONOTONIC by the
-// upstreams' child, read by the client at dispatch; the direct and the
-// egressd stream run at the same time, so that a stall of a loaded
-// machine falls on both) and the time to first byte; bulk, MB/s and
-// egressd's CPU per GiB for a chunked 1 GiB answer of three kinds of
-// body; streams, egressd's VmRSS above idle with 200 streams held open
-// (once per run, before the rounds; egressd only). They run only when
-// named (-sections sse,bulk,streams) and only for egressd, not -base;
-// sse always runs both modes. transparent (transparent.go) compares, from
-// an isolated supervisord instance, the proxy variables with the
-// transparent path through the same egressd, and times the bridge's DNS
-// answers; it needs root and also builds supervisord.
-// squid and tinyproxy run from config
-// files generated into a temporary directory (caching and access logs
-// off); a missing one is reported and skipped. egressd and secretd are
-// built from ../../cmd. Run from this directory: `GOWORK=off go run .`.
+// Command proxy benchmarks egressd's proxy face (docs/egressd.md, "The proxy
+// face"; figures: bench/RESULTS.md) side by side, in one run, against the
+// same loopback upstreams: (a) plain-HTTP forward proxying req/s with wrk
+// (absolute-form request path) — direct, squid, tinyproxy, a bare
+// httputil.ReverseProxy and egressd; (b) HTTPS through an opaque CONNECT
+// tunnel, MB/s for a large download — direct, squid, tinyproxy and egressd;
+// (c) intercepted HTTPS with placeholder substitution vs direct HTTPS req/s.
+// Three streaming sections compare egressd (intercepted, placeholder
+// substituted, as (c)) with a direct HTTPS client against the credentialed
+// upstream: sse, the one-way latency of server-sent events (stamped with
+// CLOCK_MONOTONIC by the upstreams' child, read by the client at dispatch;
+// the direct and the egressd stream run at the same time, so that a stall of
+// a loaded machine falls on both) and the time to first byte; bulk, MB/s and
+// egressd's CPU per GiB for a chunked 1 GiB answer of three kinds of body;
+// streams, egressd's VmRSS above idle with 200 streams held open (once per
+// run, before the rounds; egressd only). They run only when named (-sections
+// sse,bulk,streams) and only for egressd, not -base; sse always runs both
+// modes. transparent (transparent.go) compares, from an isolated supervisord
+// instance, the proxy variables with the transparent path through the same
+// egressd, and times the bridge's DNS answers; it needs root and also builds
+// supervisord. squid and tinyproxy run from config files generated into a
+// temporary directory (caching and access logs off); a missing one is
+// reported and skipped. egressd and secretd are built from ../../cmd. Run
+// from this directory: `GOWORK=off go run .`.
 //
 // For before/after comparisons on a shared machine, -base DIR builds a
 // second egressd (and secretd) from another source tree (a snapshot taken

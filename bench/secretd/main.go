@@ -1,6 +1,6 @@
 // Command secretd-bench measures secretd's stage+consume pair over its real
 // socket next to the raw floor: two round trips of a length-prefixed echo
-// server on a Unix socket, in the same run (issue 3, "Benchmark").
+// server on a Unix socket, in the same run (docs/secretd.md, "Performance").
 //
 // It builds secretd from ../../cmd/secretd (or takes -secretd), starts it
 // under a fresh -root (on /dev/shm when present, so the audit log's fsync

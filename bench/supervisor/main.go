@@ -1,15 +1,16 @@
-// Command supervisor benchmarks supervisord (issue 6, "Benchmark"):
-// provision→running latency (p50/p99) in three layouts (everything on the
-// disk; state and logs on the disk with <run> on tmpfs, as in production;
-// everything on tmpfs), with a probe of the disk's own latency at that
-// moment; stop latency of a 50-process tree; PTY throughput through attach
-// side by side with reading the same kind of PTY directly, in alternating
-// rounds (medians, and CPU per MB of each process); and the RSS of an idle
-// holder and of a holder idle in the pool. It builds supervisord from
-// ../../cmd/supervisord (GOWORK=off) unless -exe names a binary, runs it
-// under a temporary -root (no egressd: -egress-required no), and prints a
-// table with PASS/FAIL against the targets. Run it from this directory as
-// root or not: `GOWORK=off go run .` (see -h for the flags).
+// Command supervisor benchmarks supervisord (figures: bench/RESULTS.md,
+// "supervisord: provision, stop, attach, holder RSS"): provision→running
+// latency (p50/p99) in three layouts (everything on the disk; state and logs
+// on the disk with <run> on tmpfs, as in production; everything on tmpfs),
+// with a probe of the disk's own latency at that moment; stop latency of a
+// 50-process tree; PTY throughput through attach side by side with reading
+// the same kind of PTY directly, in alternating rounds (medians, and CPU per
+// MB of each process); and the RSS of an idle holder and of a holder idle in
+// the pool. It builds supervisord from ../../cmd/supervisord (GOWORK=off)
+// unless -exe names a binary, runs it under a temporary -root (no egressd:
+// -egress-required no), and prints a table with PASS/FAIL against the
+// targets. Run it from this directory as root or not: `GOWORK=off go run .`
+// (see -h for the flags).
 package main
 
 import (

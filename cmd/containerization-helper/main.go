@@ -1,5 +1,6 @@
-// Command containerization-helper is hostkit's containerization-helper, the one process that drives the OCI runtime (DESIGN.md, "The binaries"); its
-// logic is in run.go and internal/.
+// Command containerization-helper is hostkit's containerization-helper,
+// the one process that drives the OCI runtime (docs/design.md, "The
+// binaries"); its logic is in run.go and internal/.
 package main
 
 import "hostkit.dev/lib/daemon"

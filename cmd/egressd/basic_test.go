@@ -174,8 +174,8 @@ func seedRepo(t *testing.T, dir string) {
 	}
 }
 
-// env is the agent's environment (DESIGN.md, main flow step 5, with
-// GIT_SSL_CAINFO) and a HOME of its own.
+// env is the agent's environment (docs/design.md, "A credentialed agent
+// run", step 5, with GIT_SSL_CAINFO) and a HOME of its own.
 func (f *basicFixture) env(t *testing.T) []string {
 	p := "http://inv-g:" + f.tok + "@" + f.info.ProxyAddress
 	ca := f.info.CABundlePath

@@ -229,7 +229,8 @@ func label(line string) (name string, sent time.Time, err error) {
 }
 
 // agentEnv is the environment of an agent holding inv-c's placeholders
-// (DESIGN.md, main flow step 5), with each SDK's base URL and key.
+// (docs/design.md, "A credentialed agent run", step 5), with each SDK's
+// base URL and key.
 func (f *clientFixture) agentEnv(home string) []string {
 	p := "http://inv-c:" + f.tok + "@" + f.info.ProxyAddress
 	ca := f.info.CABundlePath

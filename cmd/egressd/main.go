@@ -1,5 +1,5 @@
-// Command egressd is hostkit's egressd daemon (DESIGN.md, "The binaries"); its
-// logic is in run.go and internal/.
+// Command egressd is hostkit's egressd daemon (docs/design.md, "The
+// binaries"); its logic is in run.go and internal/.
 package main
 
 import (

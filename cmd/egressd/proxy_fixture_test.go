@@ -176,8 +176,8 @@ func (f *proxyFixture) curl(t *testing.T, inv, tok string, args ...string) strin
 	return string(out)
 }
 
-// agentEnv is the environment supervisord gives an agent (DESIGN.md, main
-// flow step 5).
+// agentEnv is the environment supervisord gives an agent (docs/design.md,
+// "A credentialed agent run", step 5).
 func (f *proxyFixture) agentEnv(inv, tok string) []string {
 	p := f.proxyURL(inv, tok)
 	return []string{"PATH=/usr/bin:/bin", "http_proxy=" + p, "https_proxy=" + p, "HTTP_PROXY=" + p, "HTTPS_PROXY=" + p,

@@ -242,7 +242,8 @@ func (f *llmFixture) endedWithin(path string, since time.Time, d time.Duration) 
 	return 0, false
 }
 
-// env is the agent's environment (DESIGN.md, main flow step 5).
+// env is the agent's environment (docs/design.md, "A credentialed agent
+// run", step 5).
 func (f *llmFixture) env() []string {
 	p := "http://inv-s:" + f.tok + "@" + f.info.ProxyAddress
 	return []string{"PATH=/usr/bin:/bin", "http_proxy=" + p, "https_proxy=" + p, "HTTPS_PROXY=" + p, "NO_PROXY=", "HOME=/tmp",

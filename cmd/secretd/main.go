@@ -1,5 +1,5 @@
-// Command secretd is hostkit's secretd daemon (DESIGN.md, "The binaries"); its
-// logic is in run.go and internal/.
+// Command secretd is hostkit's secretd daemon (docs/design.md, "The
+// binaries"); its logic is in run.go and internal/.
 package main
 
 import "hostkit.dev/lib/daemon"

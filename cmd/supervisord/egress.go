@@ -13,7 +13,7 @@ import (
 )
 
 // egressConfig holds the flags that wire supervisord to secretd and
-// egressd (issue 6 item 10).
+// egressd (docs/supervisord.md, "Egress").
 type egressConfig struct {
 	secretdSocket, egressdSocket *string
 	required                     boolish

@@ -1,7 +1,7 @@
-// Command supervisord is hostkit's supervisord daemon (DESIGN.md, "The
+// Command supervisord is hostkit's supervisord daemon (docs/design.md, "The
 // binaries"). `supervisord holder ...` is the hidden per-instance holder;
-// `supervisord agent-exec ...` the hidden process of a tmux pane, which
-// execs the agent.
+// `supervisord agent-exec ...` the hidden process of a tmux pane, which execs
+// the agent.
 package main
 
 import (

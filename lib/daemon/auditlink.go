@@ -13,7 +13,7 @@ import (
 const AuditFile = "audit.jsonl"
 
 // OpenAudit opens daemon name's audit log at <layout.Log>/<name>/audit.jsonl
-// (DESIGN.md, "Defaults"), fsyncing every record, scrubbing with s.
+// (docs/design.md, "Paths"), fsyncing every record, scrubbing with s.
 func OpenAudit(layout Layout, name string, s *redact.Scrubber) (*audit.Log, error) {
 	return audit.Open(audit.Options{
 		Dir:      layout.LogDir(name),

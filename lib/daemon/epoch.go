@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// NewEpoch returns a process start's epoch: 16 lowercase hex characters
-// from 8 bytes of crypto/rand (DESIGN.md, "Main-flow schemas"). It fails
-// rather than fall back to weaker randomness.
+// NewEpoch returns a process start's epoch: 16 lowercase hex characters from
+// 8 bytes of crypto/rand (docs/design.md, "Identifiers and schemas"). It
+// fails rather than fall back to weaker randomness.
 func NewEpoch() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -18,7 +18,7 @@ var Version = "0.1.0"
 
 // Common holds the flags every daemon takes.
 type Common struct {
-	Root        string // -root: DESIGN.md's root layout
+	Root        string // -root: the root layout of docs/design.md, "Paths"
 	LayoutMode  string // -layout: LayoutAuto, LayoutSystem or LayoutUser; only without -root
 	ConfigFile  string // -config: ff plain config file ("name value" lines)
 	LogLevel    string // -log-level: debug, info, warn, error
@@ -27,7 +27,7 @@ type Common struct {
 
 // Register adds the common flags to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Root, "root", "", "root directory for sockets, state, logs and config (DESIGN.md layout); default: system or user paths")
+	fs.StringVar(&c.Root, "root", "", "root directory for sockets, state, logs and config (the layout of docs/design.md); default: system or user paths")
 	fs.StringVar(&c.LayoutMode, "layout", LayoutAuto, "default paths without -root: auto (system as root, else user), system (/run/hostkit, /var/lib/hostkit, /var/log/hostkit, /etc/hostkit: for units running under their own user) or user")
 	fs.StringVar(&c.ConfigFile, "config", "", "config file (one `flag value` per line); default <config dir>/<binary>.conf if it exists")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -15,7 +15,7 @@ const OpHealth = "health"
 // plus the fields extra returns (nil: none; its map is copied, never
 // modified, and the common fields win over its keys). The request body must
 // be empty: any field is request.unknown_field. Any role of the daemon may
-// call it (DESIGN.md's role table).
+// call it (docs/design.md, "Peers and roles").
 func Health(epoch string, started time.Time, extra func(context.Context) map[string]any) rpc.Op {
 	return rpc.Op{
 		Name: OpHealth,

@@ -8,8 +8,8 @@ import (
 	"runtime"
 )
 
-// Layout is where a hostkit installation keeps its files (DESIGN.md,
-// "Defaults"). All paths are absolute.
+// Layout is where a hostkit installation keeps its files (docs/design.md,
+// "Paths"). All paths are absolute.
 type Layout struct {
 	Run    string // sockets: Run/<name>/api.sock
 	Public string // files agents may read (the CA bundle): 0755, files 0644
@@ -108,7 +108,7 @@ func ResolveLayout(root string) (Layout, error) {
 
 // ResolveLayoutMode is ResolveLayout with a -layout mode: LayoutAuto (or
 // "") picks by euid, LayoutSystem and LayoutUser force a column of
-// DESIGN.md's "Defaults" table.
+// the table of docs/design.md, "Paths".
 func ResolveLayoutMode(root, mode string) (Layout, error) {
 	return layoutFor(root, mode, runtime.GOOS, os.Getenv, os.Geteuid())
 }
@@ -161,12 +161,12 @@ func (l Layout) ConfigFile(binary string) string {
 }
 
 // EnsurePublic creates the run and public directories with mode 0755 (set
-// explicitly, whatever the umask), so agents can read the CA bundle and
-// reach the directory tree (DESIGN.md, "Agents and isolation"). The run
-// directory's parent (the -root directory) is made 0755 too when
-// EnsurePublic creates it; an existing one (/run, $XDG_RUNTIME_DIR) keeps
-// its mode. Directories that are already 0755 are not touched, so a
-// daemon that does not own them (egressd under its unit's user) passes.
+// explicitly, whatever the umask), so agents can read the CA bundle and reach
+// the directory tree (docs/design.md, "Agents and isolation"). The run
+// directory's parent (the -root directory) is made 0755 too when EnsurePublic
+// creates it; an existing one (/run, $XDG_RUNTIME_DIR) keeps its mode.
+// Directories that are already 0755 are not touched, so a daemon that does
+// not own them (egressd under its unit's user) passes.
 func (l Layout) EnsurePublic() error {
 	parent := filepath.Dir(l.Run)
 	chmod := []string{l.Run, l.Public}

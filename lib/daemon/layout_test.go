@@ -126,7 +126,7 @@ func TestDefaultLayoutUserPaths(t *testing.T) {
 	env := map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "XDG_STATE_HOME": "/home/u/st"}
 	l, err := DefaultLayout(func(k string) string { return env[k] }, 1000)
 	is.NoErr(err)
-	// DESIGN.md, "Defaults": Linux user / dev column.
+	// docs/design.md, "Paths": the Linux user column.
 	is.Equal(l.Socket(NameEgressd), "/run/user/1000/hostkit/egressd/api.sock")
 	is.Equal(l.StateDir(NameEgressd), "/home/u/st/hostkit/egressd")
 	is.Equal(l.LogDir(NameEgressd), "/home/u/st/hostkit/log/egressd")

@@ -11,8 +11,9 @@
 //     numeric look-alikes such as "127.1" or "0x7f.1" that different
 //     resolvers read differently.
 //   - [Origin], [ParseOrigin], [CanonicalOrigin]: the canonical origin of
-//     DESIGN "Main-flow schemas" (RFC 6454 tuple of scheme, host and port),
-//     "https://host[:port]", or "http://" only for a literal loopback host.
+//     docs/design.md, "Identifiers and schemas" (RFC 6454 tuple of scheme,
+//     host and port), "https://host[:port]", or "http://" only for a literal
+//     loopback host.
 //   - [Pattern], [ParsePattern]: a canonical origin, a wildcard
 //     "https://*.example.com[:port]" or a raw TCP origin "tcp://host:port"
 //     for egress policy ([Pattern.MatchHost] for a name's resolver). A
@@ -21,8 +22,9 @@
 //     holding no credential; ParseOrigin refuses the scheme, so it is never
 //     a credential destination.
 //   - [IsLiteralLoopback] and [IsLiteralLoopbackAddr]: THE predicate of the
-//     DESIGN invariant "a credential attaches only over HTTPS or to a literal
-//     loopback host". It never consults DNS.
+//     invariant "a credential attaches only over HTTPS or to a literal
+//     loopback host" (docs/design.md, "Nothing escapes policy"). It never
+//     consults DNS.
 //   - [Classify] and [Class]: address classes (RFC 6890 special-purpose
 //     registries plus cloud metadata endpoints and the IPv4 addresses embedded
 //     in NAT64, 6to4, Teredo and IPv4-mapped addresses) for the dialer.

@@ -2,9 +2,9 @@ package netguard
 
 import "net/netip"
 
-// IsLiteralLoopback is THE literal-loopback predicate of the DESIGN
-// invariant: it reports whether host, as written, names the local machine
-// without any lookup. It is true only for
+// IsLiteralLoopback is THE literal-loopback predicate of the invariant in
+// docs/design.md, "Nothing escapes policy": it reports whether host, as
+// written, names the local machine without any lookup. It is true only for
 //
 //   - "localhost", compared ASCII case-insensitively ("LOCALHOST" is true,
 //     since hosts are case-insensitive and CanonicalHost lowercases it);

@@ -23,9 +23,9 @@ const (
 // maxOriginLen bounds an origin string in bytes before any processing.
 const maxOriginLen = 2048
 
-// Origin is a canonical origin (RFC 6454 §4: scheme, host, port) as DESIGN
-// "Main-flow schemas" defines it. Values from ParseOrigin are canonical;
-// compare them with ==.
+// Origin is a canonical origin (RFC 6454 §4: scheme, host, port) as
+// docs/design.md, "Identifiers and schemas", defines it. Values from
+// ParseOrigin are canonical; compare them with ==.
 type Origin struct {
 	// Scheme is "https", or "http" only when Host is a literal loopback host;
 	// "tcp" only in a Pattern (ParsePattern), never from ParseOrigin.
@@ -84,8 +84,9 @@ func (o Origin) Address() string {
 }
 
 // ParseOrigin parses s as a canonical origin "scheme://authority" with
-// nothing after the authority, and returns it in canonical form. It is
-// strict (RFC 3986 §3 syntax, RFC 6454 origin, DESIGN "Canonical origin"):
+// nothing after the authority, and returns it in canonical form. It is strict
+// (RFC 3986 §3 syntax, RFC 6454 origin, docs/design.md, "Identifiers and
+// schemas"):
 //
 //   - the scheme is case-insensitive "https" or "http", anything else is
 //     origin.scheme_unsupported; "http" requires a literal loopback host

@@ -6,13 +6,13 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// Pattern is an egress-policy origin pattern (DESIGN "Main-flow schemas"):
-// either a canonical origin, matched exactly, a wildcard
+// Pattern is an egress-policy origin pattern (docs/design.md, "Identifiers
+// and schemas"): either a canonical origin, matched exactly, a wildcard
 // "https://*.example.com[:port]", or a raw TCP origin "tcp://host:port"
-// (matched exactly; it allows a transparent connection that is neither
-// TLS nor HTTP, docs/egressd.md "Transparent connections"). Patterns are for policy only, never a
-// credential destination. The zero Pattern matches nothing; build one with
-// ParsePattern.
+// (matched exactly; it allows a transparent connection that is neither TLS
+// nor HTTP, docs/egressd.md "Transparent connections"). Patterns are for
+// policy only, never a credential destination. The zero Pattern matches
+// nothing; build one with ParsePattern.
 type Pattern struct {
 	// origin is the exact origin, or for a wildcard the origin of the suffix
 	// ("https://example.com" for "https://*.example.com").

@@ -6,7 +6,7 @@ type corrKey struct{}
 
 // WithCorr returns ctx carrying the correlation id corr; Client.Call sends
 // it on every request made with that context, so one id follows a request
-// across daemons (DESIGN.md, "Request envelope").
+// across daemons (docs/protocol.md, "Request envelope").
 func WithCorr(ctx context.Context, corr string) context.Context {
 	if corr == "" {
 		return ctx

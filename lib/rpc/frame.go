@@ -9,7 +9,7 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// readFrame reads one frame (DESIGN.md, "Frames") from br with
+// readFrame reads one frame (docs/protocol.md, "Frames") from br with
 // wire.ReadFrame's contract: io.EOF when br ends before a frame starts;
 // frame.empty, frame.too_large (checked before allocating), frame.truncated;
 // other read errors as they are (a timeout keeps its net.Error). Only the

@@ -10,8 +10,8 @@ import (
 )
 
 // idemKey scopes an idempotency record to the peer that made it, so another
-// peer can never read or replay someone else's answer (DESIGN.md, "Replay
-// and idempotency").
+// peer can never read or replay someone else's answer (docs/protocol.md,
+// "Replay, idempotency and deadlines").
 type idemKey struct {
 	uid uint32
 	op  string

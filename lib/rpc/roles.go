@@ -7,8 +7,8 @@ import (
 	"strconv"
 )
 
-// Role names a set of peers allowed to call some ops (DESIGN.md's role
-// table: admin, stager, consumer, client).
+// Role names a set of peers allowed to call some ops (docs/design.md,
+// "Peers and roles": admin, stager, consumer, client).
 type Role string
 
 // Roles maps each role to the UIDs that hold it, resolved once at start.

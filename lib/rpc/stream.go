@@ -8,9 +8,9 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// Stream carries stream frames (DESIGN.md, "Streams") over a connection
-// after its op was accepted. Send is safe for concurrent use; Recv must be
-// called from one goroutine.
+// Stream carries stream frames (docs/protocol.md, "Stream frames") over a
+// connection after its op was accepted. Send is safe for concurrent use; Recv
+// must be called from one goroutine.
 type Stream struct {
 	conn net.Conn
 	br   *bufio.Reader // reads c, holding what arrived with the accepting frame

@@ -12,9 +12,9 @@ import (
 // SocketName is the file name of a daemon's API socket inside its directory.
 const SocketName = "api.sock"
 
-// Path returns a daemon's API socket path, <runDir>/<name>/api.sock (see the
-// Defaults table in DESIGN.md for runDir). runDir must be absolute; name must
-// be one non-empty path element (no "/", not "." or ".."). Errors:
+// Path returns a daemon's API socket path, <runDir>/<name>/api.sock (see
+// docs/design.md, "Paths", for runDir). runDir must be absolute; name must be
+// one non-empty path element (no "/", not "." or ".."). Errors:
 // sock.config_invalid for a bad runDir or name, sock.path_too_long when the
 // result exceeds MaxPathLen bytes.
 func Path(runDir, name string) (string, error) {

@@ -2,9 +2,9 @@ package wire
 
 import "encoding/binary"
 
-// The append functions write canonical MessagePack (DESIGN.md, "Canonical
-// encoding") to the end of b and return the extended slice. Callers that
-// build maps by hand must emit keys in bytewise order.
+// The append functions write canonical MessagePack (docs/protocol.md,
+// "Canonical encoding") to the end of b and return the extended slice.
+// Callers that build maps by hand must emit keys in bytewise order.
 
 // AppendMapHeader appends a map header for n entries in its shortest form.
 func AppendMapHeader(b []byte, n int) []byte {

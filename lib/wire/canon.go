@@ -31,11 +31,11 @@ func (l Limits) orDefault() Limits {
 }
 
 // Validate reports whether b holds exactly one value in hostkit's canonical
-// MessagePack form (DESIGN.md, "Canonical encoding"): string keys sorted
-// bytewise and unique at every depth, shortest integer and length headers,
-// non-negative integers in the unsigned forms, valid UTF-8 text, no float,
-// ext or nil, nothing after the value. It allocates nothing. Errors are
-// *Error with CodeFrameMalformed; Msg names the offset and the rule.
+// MessagePack form (docs/protocol.md, "Canonical encoding"): string keys
+// sorted bytewise and unique at every depth, shortest integer and length
+// headers, non-negative integers in the unsigned forms, valid UTF-8 text, no
+// float, ext or nil, nothing after the value. It allocates nothing. Errors
+// are *Error with CodeFrameMalformed; Msg names the offset and the rule.
 func Validate(b []byte, lim Limits) error {
 	v := validator{b: b, lim: lim.orDefault()}
 	if err := v.value(1); err != nil {

@@ -13,16 +13,16 @@ var Versions = []int{Version}
 // IDLen is the length of a request id in bytes (16 random bytes).
 const IDLen = 16
 
-// Limits on envelope strings, in bytes (DESIGN.md, "Request envelope").
+// Limits on envelope strings, in bytes (docs/protocol.md, "Request envelope").
 const (
 	MaxIdemLen = 64
 	MaxCorrLen = 64
 	MaxOpLen   = 64
 )
 
-// Request is the request envelope (DESIGN.md, "Request envelope"). Body
-// holds the op's body as canonical MessagePack (a map), or nil when absent
-// or empty.
+// Request is the request envelope (docs/protocol.md, "Request envelope").
+// Body holds the op's body as canonical MessagePack (a map), or nil when
+// absent or empty.
 type Request struct {
 	ID       []byte // 16 bytes
 	Op       string // `area.verb`, or `health`

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultMaxFrame is the largest payload accepted by default: 8 MiB
-// (8,388,608 bytes), DESIGN.md "Frames".
+// (8,388,608 bytes), docs/protocol.md, "Frames".
 const DefaultMaxFrame = 8 << 20
 
 // Frame layout (wire protocol v1):

@@ -1,8 +1,8 @@
 package wire
 
-// Stream frame types (DESIGN.md, "Streams"; docs/protocol.md, "Stream
-// frames"): after an accepting response, both sides exchange stream frames
-// until one sends detach, exit or error, or closes.
+// Stream frame types (docs/protocol.md, "Stream frames"): after an
+// accepting response, both sides exchange stream frames until one sends
+// detach, exit or error, or closes.
 const (
 	StreamData   = "data"
 	StreamResize = "resize"

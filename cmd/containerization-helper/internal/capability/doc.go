@@ -18,8 +18,9 @@
 //   - Snapshot records the provider, its exact version and codec line
 //     ("runc-1.1"), the host kind ("cgroup-hybrid"), the suite, the evidence
 //     (Passed) and the capabilities derived from it. Its canonical encoding
-//     is hostkit's canonical MessagePack (lib/wire, DESIGN.md "Canonical
-//     encoding"); Digest is "sha256:" + the hex SHA-256 of those bytes.
+//     is hostkit's canonical MessagePack (lib/wire, docs/protocol.md,
+//     "Canonical encoding"); Digest is "sha256:" + the hex SHA-256 of those
+//     bytes.
 //   - Lookup finds the checked-in snapshot for a (codec, host kind) pair in
 //     snapshots/ (embedded). `scripts/conformance` regenerates those files
 //     from a real run (capsnap -write) and, in its normal mode, fails when a

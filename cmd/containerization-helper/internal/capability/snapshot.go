@@ -104,9 +104,9 @@ func checkEvidence(sorted []string) error {
 	return nil
 }
 
-// encode returns the canonical MessagePack map (DESIGN.md "Canonical
-// encoding"): keys in bytewise order, shortest headers, empty lists
-// omitted. Built by hand so the bytes never depend on a struct's layout.
+// encode returns the canonical MessagePack map (docs/protocol.md, "Canonical
+// encoding"): keys in bytewise order, shortest headers, empty lists omitted.
+// Built by hand so the bytes never depend on a struct's layout.
 func (s *Snapshot) encode() []byte {
 	type kv struct {
 		k string

@@ -1,5 +1,5 @@
 // Package peerauth is the helper's second check on every connection, after
-// the role check (DESIGN.md, "Sockets and peers"): the SHA-256 of the
+// the role check (docs/design.md, "Peers and roles"): the SHA-256 of the
 // peer's executable, read through /proc/<pid>/exe, must be on an
 // allowlist, and a peer whose binary was replaced or deleted since it
 // started is refused. It also watches the helper's own binary (SelfCheck).
@@ -36,7 +36,7 @@ import (
 
 // DefaultNeighbours are the executables next to the helper's own that
 // form the allowlist when none is configured: the admin's client and
-// supervisord (DESIGN.md's role table for the helper).
+// supervisord (docs/design.md, "Peers and roles").
 var DefaultNeighbours = []string{"hostctl", "supervisord"}
 
 // MaxExeBytes caps how much of an executable is hashed (1 GiB); a bigger

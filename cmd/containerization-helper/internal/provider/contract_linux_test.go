@@ -19,8 +19,9 @@ import (
 // runtimes are the providers every contract case runs against.
 var runtimes = []string{Runc, Crun}
 
-// contractCases is the one table both providers must pass (issue 8,
-// "Contract tests"). Each case gets a fresh provider on its own root.
+// contractCases is the one table both providers must pass (the provider
+// contract behind docs/containerization-helper.md, "Ops"). Each case gets a
+// fresh provider on its own root.
 var contractCases = []struct {
 	name string
 	run  func(t *testing.T, e *testEnv)

@@ -1,10 +1,10 @@
-// Package server is the containerization-helper's op table (issue 8,
-// item 4): negotiate, observe, image evidence, usage, logs, plan, the four
-// plan-confirmed mutations, op.cancel and health, over lib/rpc. It is the
-// only caller of the provider, and every mutation goes through the same
-// gate: a plan hash from container.plan, an idempotency key, and a
-// re-check of identity, capability digest, ownership (annotations) and
-// fence before the runtime is asked anything.
+// Package server is the containerization-helper's op table
+// (docs/containerization-helper.md, "Ops"): negotiate, observe, image
+// evidence, usage, logs, plan, the four plan-confirmed mutations, op.cancel
+// and health, over lib/rpc. It is the only caller of the provider, and every
+// mutation goes through the same gate: a plan hash from container.plan, an
+// idempotency key, and a re-check of identity, capability digest, ownership
+// (annotations) and fence before the runtime is asked anything.
 //
 // Files: deps.go (what it needs from state, image and capability),
 // plan.go, mutate.go, observe.go, inflight.go (op.cancel), idem.go

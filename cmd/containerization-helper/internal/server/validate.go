@@ -42,7 +42,7 @@ func isLowerHex(s string) bool {
 }
 
 // canonicalUUID reports whether s is a UUID in canonical lowercase
-// 8-4-4-4-12 form (DESIGN.md, "Main-flow schemas").
+// 8-4-4-4-12 form (docs/design.md, "Identifiers and schemas").
 func canonicalUUID(s string) bool {
 	if len(s) != 36 {
 		return false

@@ -1,6 +1,6 @@
 // Package state is the containerization-helper's persistent state: one
 // schema-versioned JSON document, state.json, in the helper's private state
-// directory (DESIGN.md "Defaults": /var/lib/hostkit/helper/ or
+// directory (docs/design.md, "Paths": /var/lib/hostkit/helper/ or
 // R/state/helper/). It holds
 //
 //   - the project binding: a UUID (canonical lowercase 8-4-4-4-12, random
@@ -13,7 +13,7 @@
 //     expire (default 24 h). The same key and request get the stored
 //     result; the same key with another op or request is
 //     CodeIdemConflict. The caller scopes keys by peer UID and op
-//     (DESIGN.md "Replay and idempotency");
+//     (docs/protocol.md, "Replay, idempotency and deadlines");
 //   - plan records: plan hash → plan contents and expiry, kept in memory
 //     only (state.json's "plans" is always empty). A mutation consumes its
 //     plan once, in the same step (Apply) that makes its fence and

@@ -6,7 +6,8 @@ import (
 )
 
 // NewUUID returns a random (version 4, RFC 9562) UUID in the canonical
-// lowercase 8-4-4-4-12 form DESIGN.md uses for ids.
+// lowercase 8-4-4-4-12 form hostkit uses for ids (docs/design.md,
+// "Identifiers and schemas").
 func NewUUID() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
@@ -16,8 +17,8 @@ func NewUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// ValidUUID reports whether s is a UUID in canonical lowercase
-// 8-4-4-4-12 form (any version; DESIGN.md "Instance id").
+// ValidUUID reports whether s is a UUID in canonical lowercase 8-4-4-4-12
+// form (any version; docs/design.md, "Identifiers and schemas").
 func ValidUUID(s string) bool {
 	if len(s) != 36 {
 		return false

@@ -1,4 +1,4 @@
-// Package bundle is egressd's invocation registry (issue 4, "Invocations"):
+// Package bundle is egressd's invocation registry (docs/egressd.md, "Ops"):
 // one Bundle per registered invocation, holding its egress policy, its
 // proxy token and the credentials consumed from secretd. The consume
 // answer is the only description of each credential; values live in

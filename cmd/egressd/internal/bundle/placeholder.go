@@ -8,8 +8,8 @@ import (
 	"hostkit.dev/lib/netguard"
 )
 
-// placeholderAnyRE matches a placeholder (DESIGN.md, "Placeholder"): "hkp_"
-// and 32 lowercase unpadded base32 characters.
+// placeholderAnyRE matches a placeholder (docs/design.md, "Identifiers and
+// schemas"): "hkp_" and 32 lowercase unpadded base32 characters.
 var placeholderAnyRE = regexp.MustCompile(`hkp_[a-z2-7]{32}`)
 
 // FindPlaceholders returns every substring of s shaped like a placeholder,

@@ -1,9 +1,10 @@
 // Package inject places a credential's raw value at its staged target in a
-// request.Record (DESIGN.md, "Target"; issue 4, pipeline step 5): a header
-// (from a fixed template; replaced only with overwrite), a query parameter
-// (strict parse, RawQuery rebuilt), a "{name}" path segment (value
-// path-escaped) or the JSON string at an RFC 6901 pointer in the body
-// (duplicate keys refused first). A caller never supplies a format.
+// request.Record (docs/design.md, "Identifiers and schemas"; docs/egressd.md,
+// "The pipeline", step 6): a header (from a fixed template; replaced only
+// with overwrite), a query parameter (strict parse, RawQuery rebuilt), a
+// "{name}" path segment (value path-escaped) or the JSON string at an RFC
+// 6901 pointer in the body (duplicate keys refused first). A caller never
+// supplies a format.
 package inject
 
 import (

@@ -1,12 +1,12 @@
 // Package loopowner decides whether a loopback listener may receive a
 // credential: the socket listening on the destination address must not be
-// owned by an agent UID (DESIGN.md, "Invariants"; issue 4, pipeline step
-// 2). On Linux it asks the kernel for the TCP listeners on the port with a
-// sock_diag(7) netlink dump (inet_diag_msg.idiag_uid is each socket's
-// owner), falling back to /proc/net/tcp and /proc/net/tcp6 (the uid
-// column) only when the kernel has no sock_diag for TCP. On other
-// platforms the check is unavailable and every loopback credential is
-// refused.
+// owned by an agent UID (docs/design.md, "Nothing escapes policy";
+// docs/egressd.md, "The pipeline", step 5). On Linux it asks the kernel for
+// the TCP listeners on the port with a sock_diag(7) netlink dump
+// (inet_diag_msg.idiag_uid is each socket's owner), falling back to
+// /proc/net/tcp and /proc/net/tcp6 (the uid column) only when the kernel has
+// no sock_diag for TCP. On other platforms the check is unavailable and every
+// loopback credential is refused.
 package loopowner
 
 import (
@@ -22,8 +22,8 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-// Default agent UID range (DESIGN.md: the range systemd uses for dynamic
-// users).
+// Default agent UID range (docs/design.md, "Agents and isolation": the
+// range systemd uses for dynamic users).
 const (
 	DefaultAgentMin = 61184
 	DefaultAgentMax = 65519

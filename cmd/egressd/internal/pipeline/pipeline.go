@@ -1,13 +1,15 @@
-// Package pipeline is egressd's mediated egress pipeline (issue 4):
+// Package pipeline is egressd's mediated egress pipeline (docs/egressd.md,
+// "The pipeline"):
 //
 //	validation → credential resolution → policy → scanning → routing →
 //	injection → transport → response sanitization
 //
 // Each step is a method tested on its own; Do runs them in order for one
-// request, writes one audit record before the request is sent and one
-// after (or a single record for a refusal), counts outbound bytes and logs
-// one canonical `egress.decision` line. The proxy face (issue 5) reuses the
-// same steps with placeholder substitution in place of injection.
+// request, writes one audit record before the request is sent and one after
+// (or a single record for a refusal), counts outbound bytes and logs one
+// canonical `egress.decision` line. The proxy face (docs/egressd.md,
+// "Placeholder substitution") reuses the same steps with placeholder
+// substitution in place of injection.
 package pipeline
 
 import (
@@ -114,8 +116,9 @@ type Input struct {
 	// proxy face has authenticated it already, or it is the anonymous
 	// bundle).
 	Bundle *bundle.Bundle
-	// Substitute selects the proxy face's steps (issue 5): Placements in
-	// place of Resolve and Substitute in place of Inject.
+	// Substitute selects the proxy face's steps (docs/egressd.md,
+	// "Placeholder substitution"): Placements in place of Resolve and
+	// Substitute in place of Inject.
 	Substitute bool
 	// Fields are extra audit fields (the proxy face's listener and tunnel).
 	Fields map[string]any

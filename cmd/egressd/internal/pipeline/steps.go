@@ -143,10 +143,10 @@ func (p *Pipeline) Route(ctx context.Context, rec *request.Record, attach []*bun
 	return r, owners, nil
 }
 
-// Perimeter is the credential rule of DESIGN.md's invariants, applied to a
-// record and its checked address: https, or http to a literal loopback
-// host (netguard.IsLiteralLoopback, no DNS) dialled at a literal loopback
-// address. Errors: egress.plaintext_credential.
+// Perimeter is the credential rule of docs/design.md, "Nothing escapes
+// policy", applied to a record and its checked address: https, or http to a
+// literal loopback host (netguard.IsLiteralLoopback, no DNS) dialled at a
+// literal loopback address. Errors: egress.plaintext_credential.
 func Perimeter(rec *request.Record, r transport.Route) error {
 	if rec.Scheme == netguard.SchemeHTTPS {
 		return nil

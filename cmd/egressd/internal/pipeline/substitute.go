@@ -22,18 +22,18 @@ func errMisuse() error {
 		"a placeholder may appear only at its credential's staged target, toward its destination, over https")
 }
 
-// Placements is step 3 for proxied requests (issue 5), in place of
-// Resolve: it refuses raw material from the caller
-// (egress.manual_credential_rejected) and returns the credentials of b
-// whose placeholder sits exactly at their staged target — the header value
-// equal to the template rendered with the placeholder, the one value of
-// the query parameter, a path segment, the JSON string at the body
-// pointer, or a half of the one `Authorization: Basic` credential (see
+// Placements is credential resolution for proxied requests (docs/egressd.md,
+// "Placeholder substitution"), in place of Resolve: it refuses raw material
+// from the caller (egress.manual_credential_rejected) and returns the
+// credentials of b whose placeholder sits exactly at their staged target —
+// the header value equal to the template rendered with the placeholder, the
+// one value of the query parameter, a path segment, the JSON string at the
+// body pointer, or a half of the one `Authorization: Basic` credential (see
 // basic.go) — of a request to their destination over https (or to a literal
 // loopback host). Any other occurrence of a placeholder egressd holds, for
-// this invocation or another, is egress.placeholder_misuse. A bundle
-// without credentials (anonymous use) never gets a placement. A basic:user
-// placement beside a basic:password one that fixes the user-id is
+// this invocation or another, is egress.placeholder_misuse. A bundle without
+// credentials (anonymous use) never gets a placement. A basic:user placement
+// beside a basic:password one that fixes the user-id is
 // egress.injection_conflict.
 func (p *Pipeline) Placements(b *bundle.Bundle, rec *request.Record) ([]*bundle.Credential, error) {
 	if err := p.scan.Manual(rec); err != nil {

@@ -1,6 +1,6 @@
-// Package proxy is egressd's standard proxy face (issue 5): an HTTP/1.1
-// forward proxy (RFC 9110 §9.3.6 CONNECT, RFC 9112 §3.2.2 absolute-form)
-// on a loopback TCP address and on <run>/egressd/proxy.sock.
+// Package proxy is egressd's standard proxy face (docs/egressd.md, "The proxy
+// face"): an HTTP/1.1 forward proxy (RFC 9110 §9.3.6 CONNECT, RFC 9112 §3.2.2
+// absolute-form) on a loopback TCP address and on <run>/egressd/proxy.sock.
 //
 // Every request authenticates with Proxy-Authorization: Basic
 // base64(invocation:proxy_token) (else 407), unless the operator enabled

@@ -1,7 +1,8 @@
 // Package request validates and canonicalizes an outbound HTTP request into
 // one Record, once. The same Record feeds policy, the literal-loopback rule,
 // injection, scanning, audit and the dialer, so no two of them can read a
-// host in different spellings (the bug class of issue 4).
+// host in different spellings (a check and a dialer that disagree on a
+// host is how an egress policy is bypassed).
 package request
 
 import (

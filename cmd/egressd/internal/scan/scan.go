@@ -1,7 +1,7 @@
-// Package scan looks for raw credential material in the caller-supplied
-// parts of an outbound request (issue 4, pipeline steps 3 and 6). A caller
-// never holds a raw value legitimately: egressd alone places values, at
-// their staged targets, after scanning. So any held value — of this
+// Package scan looks for raw credential material in the caller-supplied parts
+// of an outbound request (docs/egressd.md, "The pipeline", steps 2 and 4). A
+// caller never holds a raw value legitimately: egressd alone places values,
+// at their staged targets, after scanning. So any held value — of this
 // invocation or another — found in the caller's URL, headers or body is
 // refused.
 package scan

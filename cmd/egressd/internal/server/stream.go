@@ -56,14 +56,14 @@ func (x *exchange) close() {
 	})
 }
 
-// requestStream accepts egress.request_stream: the request runs through
-// the pipeline as egress.request's does (the same refusals, with the same
-// codes), and the answer is accepted as soon as its header has arrived.
-// The exchange outlives this handler, so it runs under a context of its
-// own: the rpc deadline bounds only the wait for the header (DESIGN.md,
-// "Wire protocol v1"). A deadline that passes first means the caller
-// stopped waiting: the upstream request ends as egress.client_closed and
-// the answer is request.deadline_exceeded.
+// requestStream accepts egress.request_stream: the request runs through the
+// pipeline as egress.request's does (the same refusals, with the same codes),
+// and the answer is accepted as soon as its header has arrived. The exchange
+// outlives this handler, so it runs under a context of its own: the rpc
+// deadline bounds only the wait for the header (docs/protocol.md, "Request
+// envelope"). A deadline that passes first means the caller stopped waiting:
+// the upstream request ends as egress.client_closed and the answer is
+// request.deadline_exceeded.
 func (s *Server) requestStream(ctx context.Context, call *rpc.Call) (any, error) {
 	var req egressdapi.RequestRequest
 	if err := call.Decode(&req); err != nil {

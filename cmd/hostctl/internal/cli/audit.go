@@ -21,7 +21,7 @@ import (
 )
 
 // auditCmd is `hostctl audit tail|verify`: the daemons' audit logs, read
-// straight from the files (DESIGN.md, "Defaults"), so both work while a
+// straight from the files (docs/design.md, "Paths"), so both work while a
 // daemon is down.
 func auditCmd(g *globals) *ffcli.Command {
 	return &ffcli.Command{

@@ -42,7 +42,7 @@ var helpTopics = map[string]string{
 Errors print "hostctl: <code>: <message>" on stderr, plus a "hint:" line where
 one helps.
 `,
-	"roles": `hostkit roles (DESIGN.md, "Sockets and peers")
+	"roles": `hostkit roles (docs/design.md, "Peers and roles")
 
 Every daemon reads the peer's UID from the kernel (SO_PEERCRED) on each
 connection and allows each op to some roles; each role is a list of users
@@ -72,7 +72,7 @@ root, add her to each daemon's admin users (systemctl edit, e.g.
 Environment=SECRETD_ADMIN_USERS=root,alice) and to the hostkit group, which may
 reach the group sockets. See docs/operators.md and docs/threat-model.md.
 `,
-	"layout": `hostkit layout (DESIGN.md, "Defaults")
+	"layout": `hostkit layout (docs/design.md, "Paths")
 
                  Linux system (root, or -layout system)   Linux user         macOS
   sockets        /run/hostkit/<name>/api.sock              $XDG_RUNTIME_DIR/  $TMPDIR/io.hostkit/

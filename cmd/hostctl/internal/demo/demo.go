@@ -1,13 +1,13 @@
-// Package demo is `hostctl demo`: the main flow of DESIGN.md run end to end
-// on real programs under a temporary root. It starts secretd, egressd and
-// supervisord as real processes, two local HTTPS servers, stores a
-// credential, runs an agent (curl, and Python's requests when present)
-// that holds only a placeholder, and prints a transcript in which every
-// claim is an assertion: the API got the real token, the placeholder sent
-// elsewhere was refused, a program that ignores the proxy variables (Node's
-// built-in fetch) went through egressd all the same, the audit chains
-// verify, nothing of the instance survives destroy, and the raw token
-// appears nowhere in the transcript.
+// Package demo is `hostctl demo`: the main flow of docs/design.md ("A
+// credentialed agent run") run end to end on real programs under a temporary
+// root. It starts secretd, egressd and supervisord as real processes, two
+// local HTTPS servers, stores a credential, runs an agent (curl, and Python's
+// requests when present) that holds only a placeholder, and prints a
+// transcript in which every claim is an assertion: the API got the real
+// token, the placeholder sent elsewhere was refused, a program that ignores
+// the proxy variables (Node's built-in fetch) went through egressd all the
+// same, the audit chains verify, nothing of the instance survives destroy,
+// and the raw token appears nowhere in the transcript.
 package demo
 
 import (

@@ -153,7 +153,7 @@ func TestLaunchdRender(t *testing.T) {
 			is.Equal(p.Label, "io.hostkit."+name)
 			is.Equal(p.ProgramArguments[0], filepath.Join(binDir, name))
 			is.Equal(p.EnvironmentVariable["HOME"], home)
-			is.Equal(p.EnvironmentVariable["TMPDIR"], tmp) // DESIGN.md: sockets under $TMPDIR/io.hostkit
+			is.Equal(p.EnvironmentVariable["TMPDIR"], tmp) // sockets under $TMPDIR/io.hostkit (docs/design.md, "Paths")
 			is.Equal(p.StandardErrorPath, home+"/Library/Logs/io.hostkit/"+name+"/"+name+".log")
 			is.True(p.RunAtLoad)
 			is.Equal(p.KeepAlive["SuccessfulExit"], false) // restarted after a crash, not after a clean stop

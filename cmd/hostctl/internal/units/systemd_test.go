@@ -240,10 +240,10 @@ func readTable(t *testing.T, path string) map[string][]string {
 }
 
 // TestUnitsMatchLayoutAndLifecycle: each service is Type=notify with a
-// watchdog, its RuntimeDirectory=, StateDirectory= and LogsDirectory= are
-// DESIGN.md's system paths for its daemon, the users it names exist in the
-// sysusers file, secretd and egressd do not use PrivateUsers=, and
-// supervisord keeps its instances across a restart.
+// watchdog, its RuntimeDirectory=, StateDirectory= and LogsDirectory= are the
+// system paths of docs/design.md ("Paths") for its daemon, the users it names
+// exist in the sysusers file, secretd and egressd do not use PrivateUsers=,
+// and supervisord keeps its instances across a restart.
 func TestUnitsMatchLayoutAndLifecycle(t *testing.T) {
 	t.Parallel()
 	l, err := daemon.ResolveLayoutMode("", daemon.LayoutSystem)

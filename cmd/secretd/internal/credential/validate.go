@@ -1,7 +1,8 @@
 // Package credential holds secretd's operator credentials in memory: their
 // metadata (secretdapi.CredentialMeta), their values in secmem buffers, the
-// validation rules of issue 3 (names, values, destinations, targets) and
-// the Registry that merges the on-disk store with systemd credentials.
+// validation rules of docs/secretd.md ("The model", "Targets": names, values,
+// destinations, targets) and the Registry that merges the on-disk store with
+// systemd credentials.
 package credential
 
 import (

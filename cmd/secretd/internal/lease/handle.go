@@ -1,5 +1,6 @@
 // Package lease is secretd's lease table: invocation-scoped, one-shot,
-// memory-only leases on credentials (issue 3, DESIGN.md "Invariants").
+// memory-only leases on credentials (docs/secretd.md, "The model";
+// docs/design.md, "Never a raw secret to an agent").
 //
 // A handle is EpochLen bytes of the process's boot epoch followed by
 // RandLen bytes from crypto/rand (never a fallback: staging fails closed).

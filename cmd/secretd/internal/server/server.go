@@ -1,7 +1,8 @@
 // Package server is secretd's op table: credential.* for admins,
 // lease.stage/revoke/lookup for stagers, lease.list for both, and
-// lease.consume for consumers (DESIGN.md's role table), each audited on
-// success and failure with handle fingerprints, never values or handles.
+// lease.consume for consumers (docs/design.md, "Peers and roles"), each
+// audited on success and failure with handle fingerprints, never values or
+// handles.
 package server
 
 import (
@@ -50,7 +51,8 @@ func New(cfg Config) *Server {
 		flood: newFlood(cfg.FloodWindow, cfg.Now)}
 }
 
-// Ops returns the op table with DESIGN.md's roles.
+// Ops returns the op table with the roles of docs/design.md, "Peers and
+// roles".
 func (s *Server) Ops() []rpc.Op {
 	admin := []rpc.Role{secretdapi.RoleAdmin}
 	stager := []rpc.Role{secretdapi.RoleStager}

@@ -1,5 +1,5 @@
-// Package container is supervisord's runtime container (issue 8 item 10,
-// docs/supervisord.md "runtime: container"): it creates, starts, observes,
+// Package container is supervisord's runtime container
+// (docs/supervisord.md, "runtime: container"): it creates, starts, observes,
 // stops and deletes one container per instance through the
 // containerization-helper's socket (lib/api/helperapi). supervisord never
 // runs a container runtime itself, and a container request is never run

@@ -1,10 +1,10 @@
-// Package egress wires an instance to secretd and egressd (DESIGN.md, main
-// flow steps 3–5 and 8; issue 6 item 10): it stages one lease per requested
-// credential, registers the instance's bundle (every instance gets one, with
-// or without credentials) under a fresh proxy token, and renders the proxy,
-// CA and placeholder variables of the agent's environment. It never sees a
-// raw credential value: secretd hands it handles and placeholders, and
-// egressd consumes the handles itself.
+// Package egress wires an instance to secretd and egressd (docs/design.md, "A
+// credentialed agent run", steps 3–5 and 8; docs/supervisord.md, "Egress"):
+// it stages one lease per requested credential, registers the instance's
+// bundle (every instance gets one, with or without credentials) under a fresh
+// proxy token, and renders the proxy, CA and placeholder variables of the
+// agent's environment. It never sees a raw credential value: secretd hands it
+// handles and placeholders, and egressd consumes the handles itself.
 package egress
 
 import (
@@ -29,7 +29,8 @@ import (
 )
 
 // IsolatedProxyAddress is the proxy address an agent in `network: isolated`
-// uses: the holder's listener inside the namespace (DESIGN.md step 5).
+// uses: the holder's listener inside the namespace (docs/design.md, "A
+// credentialed agent run", step 5).
 const IsolatedProxyAddress = "127.0.0.1:4750"
 
 // DefaultTimeout bounds each call to secretd or egressd.

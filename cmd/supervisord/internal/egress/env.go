@@ -45,9 +45,10 @@ type Vars struct {
 	Isolated   bool   // network isolated: NO_PROXY is the namespace's loopback
 }
 
-// ProxyEnv sets DESIGN.md step 5's variables in env: the four proxy
-// variables, NO_PROXY and no_proxy (IsolatedNoProxy when isolated, else
-// empty), NODE_USE_ENV_PROXY=1, the CA variables and WGETRC.
+// ProxyEnv sets the variables of docs/design.md, "A credentialed agent run",
+// step 5, in env (docs/clients.md has each one): the four proxy variables,
+// NO_PROXY and no_proxy (IsolatedNoProxy when isolated, else empty),
+// NODE_USE_ENV_PROXY=1, the CA variables and WGETRC.
 func ProxyEnv(env map[string]string, v Vars) {
 	p := "http://" + v.Invocation + ":" + v.Token + "@" + v.Addr
 	for _, k := range ProxyVars {

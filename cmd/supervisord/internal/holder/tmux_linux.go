@@ -21,18 +21,18 @@ import (
 	"hostkit.dev/cmd/supervisord/internal/tmux"
 )
 
-// The tmux backend (issue 6 item 9). The holder starts one tmux server per
-// run on the instance's socket (<run>/supervisord/h/<16 hex>.tmux, in the
-// holder's root-only directory). The server daemonizes; the holder is a
-// child subreaper, so it is reparented to the holder and stays in the
-// tree that stop freezes and kills. The server runs as root like the
-// holder (its socket lives in the holder directory, which only root can
-// enter; the agent can never reach it); the pane runs `supervisord
-// agent-exec`, which makes the pane's terminal the agent's, drops to the
-// agent uid and execs the agent. The pane's output is piped to a FIFO the
-// holder drains into the ring and the log, as with the native backend. The
-// pane stays after its process exits (remain-on-exit) so the holder reads
-// its exit status from tmux, then ends the server.
+// The tmux backend (docs/supervisord.md, "Session backends, isolated network,
+// restart"). The holder starts one tmux server per run on the instance's
+// socket (<run>/supervisord/h/<16 hex>.tmux, in the holder's root-only
+// directory). The server daemonizes; the holder is a child subreaper, so it
+// is reparented to the holder and stays in the tree that stop freezes and
+// kills. The server runs as root like the holder (its socket lives in the
+// holder directory, which only root can enter; the agent can never reach it);
+// the pane runs `supervisord agent-exec`, which makes the pane's terminal the
+// agent's, drops to the agent uid and execs the agent. The pane's output is
+// piped to a FIFO the holder drains into the ring and the log, as with the
+// native backend. The pane stays after its process exits (remain-on-exit) so
+// the holder reads its exit status from tmux, then ends the server.
 
 // FileTmuxFIFO is the FIFO in the instance directory that carries the
 // pane's output to the holder.

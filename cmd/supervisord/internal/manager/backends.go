@@ -11,7 +11,8 @@ import (
 )
 
 // normalizeBackends validates and defaults the session backend, the
-// restart policy and the network mode (issue 6 items 3, 9 and 11).
+// restart policy and the network mode (docs/supervisord.md, "Session
+// backends, isolated network, restart").
 // Errors: instance.invalid; network.unavailable when the request's
 // network mode (named, or the default) is isolated and no namespace can be
 // made (never a silent fallback to the host network); runtime.unavailable

@@ -19,10 +19,10 @@ import (
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
-// runtime: container instances (issue 8 item 10, docs/supervisord.md
-// "runtime: container"): the same provision/status/stop/destroy/logs
-// contract as host instances, carried out by the containerization-helper
-// through Config.Containers. Nothing here starts a process on the host.
+// runtime: container instances (docs/supervisord.md, "runtime: container"):
+// the same provision/status/stop/destroy/logs contract as host instances,
+// carried out by the containerization-helper through Config.Containers.
+// Nothing here starts a process on the host.
 
 // errNoTerminal refuses attach (and a PTY) for a container instance.
 func errNoTerminal() error {

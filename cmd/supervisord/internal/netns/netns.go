@@ -1,5 +1,5 @@
 // Package netns gives an agent a network namespace of its own whose only
-// interface is loopback (DESIGN.md "Agents and isolation"), and a mount
+// interface is loopback (docs/design.md, "Agents and isolation"), and a mount
 // namespace of its own whose /etc/resolv.conf and /etc/hosts are the
 // instance's, and bridges the proxy listener inside it to egressd's proxy
 // Unix socket, so that the agent can reach egressd and nothing else.

@@ -1,8 +1,9 @@
 // Package tmux builds the tmux command lines of the tmux session backend
-// (issue 6 item 9): one tmux server per instance on its own socket, the
-// agent in the single pane of session "agent", the pane's output piped to
-// a FIFO the holder drains into the log and ring, and the pane kept after
-// its process exits (remain-on-exit) so its exit status can be read.
+// (docs/supervisord.md, "Session backends, isolated network, restart"): one
+// tmux server per instance on its own socket, the agent in the single pane of
+// session "agent", the pane's output piped to a FIFO the holder drains into
+// the log and ring, and the pane kept after its process exits
+// (remain-on-exit) so its exit status can be read.
 //
 // Every argument is supervisord's own (socket, binary, instance directory
 // and FIFO paths): the agent's argv never passes through tmux's command
