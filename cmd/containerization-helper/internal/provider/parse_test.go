@@ -115,18 +115,6 @@ func TestHostKind(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	st, err := parseProcStat("1234 (we ird) name)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 18446744073709551615")
-	is.NoErr(err)
-	is.Equal(st, procStat{state: 'S', ppid: 1, session: 1234, start: 98765})
-	for _, in := range []string{"", "1 (x)", "1 (x) S 1 2", "1 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19"} {
-		_, err := parseProcStat(in)
-		is.True(err != nil)
-	}
-}
-
 func TestParseProcCgroup(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -174,14 +162,6 @@ func FuzzParseMountinfo(f *testing.F) {
 		if err == nil && (kind == HostCgroupHybrid) != (v2 != "") {
 			t.Fatalf("kind %s with v2 %q", kind, v2)
 		}
-	})
-}
-
-func FuzzParseProcStat(f *testing.F) {
-	f.Add("1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 0")
-	f.Add("1 (a) b) Z 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
-	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = parseProcStat(s)
 	})
 }
 
