@@ -2,7 +2,10 @@ module hostkit.dev/conformance
 
 go 1.26.0
 
-require github.com/matryer/is v1.4.1
+require (
+	github.com/matryer/is v1.4.1
+	github.com/moby/sys/mountinfo v0.7.2
+)
 
 require (
 	github.com/blang/semver v3.5.1+incompatible // indirect

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/matryer/is v1.4.1
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0

@@ -1,10 +1,8 @@
 package procexec
 
 import (
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,34 +32,4 @@ func markCloexec() error {
 		}
 	}
 	return nil
-}
-
-// procStat is the part of /proc/<pid>/stat the group cleanup needs.
-type procStat struct {
-	state      byte
-	ppid, pgrp int
-}
-
-// readProcStat parses /proc/<pid>/stat (proc(5)); the command name may
-// contain spaces and parentheses, so fields are read after the last ')'.
-func readProcStat(pid string) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("malformed stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("malformed stat")
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return procStat{}, fmt.Errorf("malformed stat")
-	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, nil
 }

@@ -3,10 +3,12 @@ package procexec
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // group is a child's process group. Until the leader has exited (and while
@@ -88,17 +90,18 @@ func (g *group) members() (live, ours int, err error) {
 	}
 	self := os.Getpid()
 	for _, e := range entries {
-		if c := e.Name()[0]; c < '0' || c > '9' {
-			continue
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue // not a process
 		}
-		st, err := readProcStat(e.Name())
-		if err != nil || st.pgrp != g.pgid {
+		st, err := procstat.Read(pid)
+		if err != nil || st.PGRP != g.pgid {
 			continue // gone meanwhile, or another group
 		}
 		switch {
-		case st.state != 'Z' && st.state != 'X':
+		case !st.Exited():
 			live++
-		case st.ppid == self:
+		case st.PPID == self:
 			ours++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 func TestMain(m *testing.M) {
@@ -42,9 +43,11 @@ func children() []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		st, err := readProcStat(e.Name())
-		if err == nil && st.ppid == os.Getpid() {
-			pid, _ := strconv.Atoi(e.Name())
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procstat.Read(pid); err == nil && st.PPID == os.Getpid() {
 			out = append(out, pid)
 		}
 	}
@@ -57,9 +60,12 @@ func groupMembers(pgid int) []string {
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		st, err := readProcStat(e.Name())
-		if err == nil && st.pgrp == pgid {
-			out = append(out, e.Name()+":"+string(st.state))
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procstat.Read(pid); err == nil && st.PGRP == pgid {
+			out = append(out, e.Name()+":"+string(st.State))
 		}
 	}
 	return out

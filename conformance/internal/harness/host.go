@@ -1,10 +1,11 @@
 package harness
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Host kinds, as internal/provider names them.
@@ -16,57 +17,23 @@ const (
 
 const cgroupRoot = "/sys/fs/cgroup"
 
-// Mount is one line of /proc/self/mountinfo (proc(5)).
+// Mount is one line of the mount table (proc(5) mountinfo).
 type Mount struct {
 	Point  string
 	FSType string
 	Super  []string // super options (v1 cgroups: the controllers)
 }
 
-// ParseMountinfo parses mountinfo text. A malformed line is an error: the
-// host kind is never guessed from a partial table.
-func ParseMountinfo(b []byte) ([]Mount, error) {
-	var out []Mount
-	for n, line := range bytes.Split(b, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		pre, post, ok := strings.Cut(string(line), " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 6 || len(g) < 3 {
-			return nil, fmt.Errorf("mountinfo line %d malformed", n+1)
-		}
-		point, err := unescape(f[4])
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
-		}
-		out = append(out, Mount{Point: point, FSType: g[0], Super: strings.Split(g[2], ",")})
+// mountsOf converts a mount table, in its order. The table is read by
+// github.com/moby/sys/mountinfo (proc(5) mountinfo, octal escapes undone),
+// which fails on a malformed line, so the host kind is never guessed from
+// a partial table.
+func mountsOf(ms []*mountinfo.Info) []Mount {
+	out := make([]Mount, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, Mount{Point: m.Mountpoint, FSType: m.FSType, Super: strings.Split(m.VFSOptions, ",")})
 	}
-	return out, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescape(s string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+3 >= len(s) {
-			return "", fmt.Errorf("truncated escape")
-		}
-		v := 0
-		for _, c := range []byte(s[i+1 : i+4]) {
-			if c < '0' || c > '7' {
-				return "", fmt.Errorf("bad escape")
-			}
-			v = v*8 + int(c-'0')
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	return b.String(), nil
+	return out
 }
 
 // CgroupMounts returns the cgroup and cgroup2 mounts at or under

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // groupAttr puts a test in its own process group, killed with the harness.
@@ -26,11 +28,7 @@ var suiteCgroups = []string{"testdir/cgrouptest/container", "testdir/cgrouptest"
 // anything else; a cgroup it cannot remove (a process left in it) is a
 // problem.
 func removeSuiteCgroups() []string {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return []string{err.Error()}
-	}
-	ms, err := ParseMountinfo(mi)
+	ms, err := hostMounts()
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -86,11 +84,7 @@ func ownCgroup(procCgroup []byte, m Mount) string {
 // container that inherits the caller's mount namespace (linux_ns_itype)
 // mounts its /proc, /dev, ... in the host's, and they outlive it.
 func unmountUnder(dir string) (int, []string) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0, []string{err.Error()}
-	}
-	ms, err := ParseMountinfo(mi)
+	ms, err := hostMounts()
 	if err != nil {
 		return 0, []string{err.Error()}
 	}
@@ -110,9 +104,9 @@ func unmountUnder(dir string) (int, []string) {
 
 // hostMounts reads this process's mount table.
 func hostMounts() ([]Mount, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, err
 	}
-	return ParseMountinfo(mi)
+	return mountsOf(ms), nil
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"hostkit.dev/cmd/containerization-helper/internal/peerauth"
+	"hostkit.dev/lib/procstat"
 )
 
 // ReaderOf returns the Reader for a socket peer whose kernel credentials
@@ -38,12 +38,11 @@ func readerOf(uid, gid uint32, pid int32) (*Reader, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("image: peer pid %d is not visible", pid)
 	}
-	proc := "/proc/" + strconv.Itoa(int(pid))
-	before, err := peerauth.StartTime(proc)
+	before, err := procstat.Read(int(pid))
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(proc + "/status")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +81,7 @@ func readerOf(uid, gid uint32, pid int32) (*Reader, error) {
 	if !seen["Uid"] || !seen["Gid"] || !seen["Groups"] {
 		return nil, errors.New("image: peer status lacks Uid, Gid or Groups")
 	}
-	if after, err := peerauth.StartTime(proc); err != nil || after != before {
+	if after, err := procstat.Read(int(pid)); err != nil || after.StartTime != before.StartTime {
 		return nil, fmt.Errorf("image: peer %d changed while it was read", pid)
 	}
 	return r, nil

@@ -216,17 +216,6 @@ func TestNewAllowlist(t *testing.T) {
 	}
 }
 
-func TestStartTime(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	a, err := StartTime("/proc/self")
-	is.NoErr(err)
-	b, err := StartTime("/proc/self")
-	is.NoErr(err)
-	is.True(a > 0)
-	is.Equal(a, b)
-}
-
 // keyOfPath is the cache key of the file at path.
 func keyOfPath(t *testing.T, path string) fileKey {
 	t.Helper()

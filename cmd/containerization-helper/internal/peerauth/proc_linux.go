@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // deletedSuffix is what the kernel appends to /proc/<pid>/exe's link
@@ -25,7 +26,7 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 		return "", sum, ReasonUnreadable
 	}
 	proc := "/proc/" + strconv.Itoa(pid)
-	before, err := StartTime(proc)
+	before, err := procstat.Read(pid)
 	if err != nil {
 		return "", sum, ReasonUnreadable
 	}
@@ -74,8 +75,8 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 	}
 	// The process behind pid must be the one that was looked at: a pid
 	// recycled meanwhile has another start time.
-	after, err := StartTime(proc)
-	if err != nil || after != before {
+	after, err := procstat.Read(pid)
+	if err != nil || after.StartTime != before.StartTime {
 		return exe, sum, ReasonPidChanged
 	}
 	return exe, sum, ""
@@ -83,27 +84,6 @@ func (a *Authenticator) inspect(pid int) (exe string, sum [32]byte, reason strin
 
 func keyOf(st *unix.Stat_t) fileKey {
 	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtimeNS: st.Mtim.Nano(), ctimeNS: st.Ctim.Nano()}
-}
-
-// StartTime returns field 22 (starttime, clock ticks after boot) of
-// <proc>/stat (proc(5)), e.g. proc "/proc/1234": with the pid, a process's
-// identity. The command name (field 2) may hold spaces and parentheses,
-// so fields are counted after its last ')'. Errors: reading the file, a
-// malformed or short stat.
-func StartTime(proc string) (uint64, error) {
-	b, err := os.ReadFile(proc + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, errors.New("peerauth: malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 { // f[0] is field 3 (state), so field 22 is f[19]
-		return 0, errors.New("peerauth: short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // hashFile hashes f from its start, at most MaxExeBytes.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"hostkit.dev/lib/procstat"
 	"hostkit.dev/lib/wire"
 )
 
@@ -57,7 +58,7 @@ func (p *cli) cgroupStats(pid int) (*Stats, error) {
 	if err != nil {
 		return nil, fail(err)
 	}
-	if ps, err := readStat(pid); err != nil || ps.session != pid {
+	if ps, err := procstat.Read(pid); err != nil || ps.Session != pid {
 		return nil, fail(fmt.Errorf("pid %d is no longer a container init", pid))
 	}
 	var s Stats

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"hostkit.dev/lib/procstat"
 	"hostkit.dev/lib/redact"
 )
 
@@ -227,9 +228,9 @@ func testPipeHangGuard(t *testing.T, e *testEnv) {
 	st, err := e.p.State(ctx, "hang")
 	is.NoErr(err)
 	is.Equal(st.Status, StatusCreated)
-	ps, err := readStat(st.Pid)
+	ps, err := procstat.Read(st.Pid)
 	is.NoErr(err)
-	is.Equal(ps.session, st.Pid) // its own session, out of procexec's group
+	is.Equal(ps.Session, st.Pid) // its own session, out of procexec's group
 	for _, fd := range []string{"1", "2"} {
 		target, err := os.Readlink("/proc/" + strconv.Itoa(st.Pid) + "/fd/" + fd)
 		is.NoErr(err)

@@ -1,10 +1,11 @@
 package provider
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // cgroupRoot is where the runtimes look for cgroup hierarchies; mounts
@@ -18,71 +19,22 @@ type cgroupMount struct {
 	Opts  []string // super options (v1: include the controllers, e.g. "cpu", "cpuacct")
 }
 
-// parseMountinfo returns the cgroup mounts at or under /sys/fs/cgroup from
-// /proc/<pid>/mountinfo text (proc(5): "36 35 98:0 /mnt1 /mnt2 rw,noatime
-// master:1 - ext3 /dev/root rw,errors=continue"). A malformed line is an
-// error: the host kind must not be guessed from a partial table.
-func parseMountinfo(b []byte) ([]cgroupMount, error) {
-	if len(b) > 4<<20 {
-		return nil, fmt.Errorf("mountinfo over 4 MiB")
-	}
+// cgroupMounts keeps the cgroup and cgroup2 mounts at or under
+// /sys/fs/cgroup of a mount table. github.com/moby/sys/mountinfo reads the
+// table (proc(5) mountinfo, octal escapes undone) and fails on a malformed
+// line, so the host kind is never guessed from a partial table.
+func cgroupMounts(ms []*mountinfo.Info) []cgroupMount {
 	var out []cgroupMount
-	for n, line := range bytes.Split(b, []byte("\n")) {
-		if len(line) == 0 {
+	for _, m := range ms {
+		if m.FSType != "cgroup" && m.FSType != "cgroup2" {
 			continue
 		}
-		pre, post, ok := strings.Cut(string(line), " - ")
-		if !ok {
-			return nil, fmt.Errorf("mountinfo line %d: no separator", n+1)
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 6 || len(g) < 3 {
-			return nil, fmt.Errorf("mountinfo line %d: too few fields", n+1)
-		}
-		if g[0] != "cgroup" && g[0] != "cgroup2" {
+		if m.Mountpoint != cgroupRoot && !strings.HasPrefix(m.Mountpoint, cgroupRoot+"/") {
 			continue
 		}
-		point, err := unescapeMount(f[4])
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
-		}
-		if point != cgroupRoot && !strings.HasPrefix(point, cgroupRoot+"/") {
-			continue
-		}
-		out = append(out, cgroupMount{Point: filepath.Clean(point), V2: g[0] == "cgroup2", Opts: strings.Split(g[2], ",")})
+		out = append(out, cgroupMount{Point: filepath.Clean(m.Mountpoint), V2: m.FSType == "cgroup2", Opts: strings.Split(m.VFSOptions, ",")})
 	}
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for space, \011,
-// \012, \134).
-func unescapeMount(s string) (string, error) {
-	if !strings.Contains(s, `\`) {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+3 >= len(s) {
-			return "", fmt.Errorf("truncated escape")
-		}
-		v := 0
-		for _, c := range []byte(s[i+1 : i+4]) {
-			if c < '0' || c > '7' {
-				return "", fmt.Errorf("bad escape")
-			}
-			v = v*8 + int(c-'0')
-		}
-		if v > 0xff {
-			return "", fmt.Errorf("bad escape")
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	return b.String(), nil
+	return out
 }
 
 // hostKind classifies the cgroup mounts; for a hybrid host it also returns

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // verbose routes provider and procexec logs to stderr (-hk.verbose).
@@ -53,7 +54,7 @@ func children() []int {
 		if err != nil {
 			continue
 		}
-		if st, err := readStat(pid); err == nil && st.ppid == os.Getpid() {
+		if st, err := procstat.Read(pid); err == nil && st.PPID == os.Getpid() {
 			out = append(out, pid)
 		}
 	}

@@ -3,10 +3,10 @@ package provider
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"hostkit.dev/cmd/containerization-helper/internal/codec"
 	"hostkit.dev/lib/procexec"
 	"hostkit.dev/lib/redact"
@@ -72,9 +72,9 @@ type cli struct {
 // New returns the provider for runtime name (Runc or Crun). It checks the
 // config, makes Root and LogDir, resolves the runtime (and, for crun on a
 // hybrid cgroup host, unshare(1), umount(8) and /bin/sh for the
-// private-mount-namespace wrapper), reads the host kind from
-// /proc/self/mountinfo and builds the procexec policy that allows exactly
-// the provider's command lines. It runs nothing: Negotiate does, and every
+// private-mount-namespace wrapper), reads the host kind from the mount
+// table and builds the procexec policy that allows exactly the provider's
+// command lines. It runs nothing: Negotiate does, and every
 // method negotiates first if needed.
 //
 // Errors: CodeConfigInvalid (unknown name, malformed paths, timeout out of
@@ -117,10 +117,8 @@ func New(name string, cfg Config) (RuntimeProvider, error) {
 	if p.t.sh, err = resolve(name, "/bin/sh"); err != nil {
 		return nil, err
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err == nil {
-		p.mounts, err = parseMountinfo(mi)
-	}
+	ms, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	p.mounts = cgroupMounts(ms)
 	var v2 string
 	if err == nil {
 		p.kind, v2, err = hostKind(p.mounts)

@@ -1,10 +1,6 @@
 package provider
 
 import (
-	"os"
-	"path/filepath"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,86 +43,6 @@ func TestValidID(t *testing.T) {
 	}
 }
 
-func TestHostKind(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		file, kind, v2 string
-	}{
-		{"mountinfo-hybrid.txt", HostCgroupHybrid, "/sys/fs/cgroup/unified"},
-		{"mountinfo-v1.txt", HostCgroupV1, ""},
-		{"mountinfo-v2.txt", HostCgroupV2, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.file, func(t *testing.T) {
-			t.Parallel()
-			is := is.New(t)
-			b, err := os.ReadFile(filepath.Join("testdata", tc.file))
-			is.NoErr(err)
-			ms, err := parseMountinfo(b)
-			is.NoErr(err)
-			kind, v2, err := hostKind(ms)
-			is.NoErr(err)
-			is.Equal(kind, tc.kind)
-			is.Equal(v2, tc.v2)
-		})
-	}
-	t.Run("controllers", func(t *testing.T) {
-		is := is.New(t)
-		b, err := os.ReadFile(filepath.Join("testdata", "mountinfo-hybrid.txt"))
-		is.NoErr(err)
-		ms, err := parseMountinfo(b)
-		is.NoErr(err)
-		i := slices.IndexFunc(ms, func(m cgroupMount) bool { return slices.Contains(m.Opts, "cpuacct") })
-		is.True(i >= 0)
-		is.Equal(ms[i].Point, "/sys/fs/cgroup/cpuacct")
-	})
-	t.Run("this host", func(t *testing.T) {
-		is := is.New(t)
-		b, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil && runtime.GOOS != "linux" {
-			t.Skip("no /proc on " + runtime.GOOS)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms, err := parseMountinfo(b)
-		is.NoErr(err)
-		_, _, err = hostKind(ms)
-		is.NoErr(err)
-	})
-	bad := []string{
-		"no separator line\n",
-		"1 2 0:1 / - cgroup cgroup rw\n", // too few fields before the separator
-		"1 2 0:1 / /sys/fs/cgroup/x\\04 rw - cgroup cgroup rw\n",
-		"1 2 0:1 / /sys/fs/cgroup/x\\999 rw - cgroup cgroup rw\n",
-	}
-	for _, in := range bad {
-		_, err := parseMountinfo([]byte(in))
-		is.New(t).True(err != nil)
-	}
-	for _, ms := range [][]cgroupMount{
-		nil,
-		{{Point: "/sys/fs/cgroup/unified", V2: true}},
-		{{Point: "/sys/fs/cgroup/cpu"}, {Point: "/sys/fs/cgroup/a", V2: true}, {Point: "/sys/fs/cgroup/b", V2: true}},
-		{{Point: "/sys/fs/cgroup/cpu"}, {Point: "/sys/fs/cgroup", V2: true}},
-	} {
-		_, _, err := hostKind(ms)
-		is.New(t).True(err != nil)
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	st, err := parseProcStat("1234 (we ird) name)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 18446744073709551615")
-	is.NoErr(err)
-	is.Equal(st, procStat{state: 'S', ppid: 1, session: 1234, start: 98765})
-	for _, in := range []string{"", "1 (x)", "1 (x) S 1 2", "1 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19"} {
-		_, err := parseProcStat(in)
-		is.True(err != nil)
-	}
-}
-
 func TestParseProcCgroup(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -150,39 +66,6 @@ func TestParsePid(t *testing.T) {
 		is.New(t).Equal(got, want)
 		is.New(t).Equal(ok, want != 0)
 	}
-}
-
-func FuzzParseMountinfo(f *testing.F) {
-	for _, name := range []string{"mountinfo-hybrid.txt", "mountinfo-v1.txt", "mountinfo-v2.txt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, err := parseMountinfo(b)
-		if err != nil {
-			return
-		}
-		for _, m := range ms {
-			if !within(m.Point, cgroupRoot) {
-				t.Fatalf("mount %q outside %s", m.Point, cgroupRoot)
-			}
-		}
-		kind, v2, err := hostKind(ms)
-		if err == nil && (kind == HostCgroupHybrid) != (v2 != "") {
-			t.Fatalf("kind %s with v2 %q", kind, v2)
-		}
-	})
-}
-
-func FuzzParseProcStat(f *testing.F) {
-	f.Add("1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 0")
-	f.Add("1 (a) b) Z 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
-	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = parseProcStat(s)
-	})
 }
 
 func FuzzParseProcCgroup(f *testing.F) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // initProc identifies a container's init: its pid and start time.
@@ -27,13 +28,13 @@ func (p *cli) remember(st State) {
 
 // rememberPid records pid as id's init, with its start time.
 func (p *cli) rememberPid(id string, pid int) {
-	ps, err := readStat(pid)
-	if err != nil || ps.session != pid { // an init is a session leader (setsid in runc's nsexec and crun)
+	ps, err := procstat.Read(pid)
+	if err != nil || ps.Session != pid { // an init is a session leader (setsid in runc's nsexec and crun)
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inits[id] = initProc{pid: pid, start: ps.start}
+	p.inits[id] = initProc{pid: pid, start: ps.StartTime}
 }
 
 // reapInit reaps the deleted container id's init if this process adopted
@@ -53,11 +54,11 @@ func (p *cli) reapInit(id string) {
 	}
 	deadline := time.Now().Add(reapBudget)
 	for {
-		ps, err := readStat(ip.pid)
-		if err != nil || ps.start != ip.start || ps.session != ip.pid || ps.ppid != os.Getpid() {
+		ps, err := procstat.Read(ip.pid)
+		if err != nil || ps.StartTime != ip.start || ps.Session != ip.pid || ps.PPID != os.Getpid() {
 			return // gone, reused, or not ours to reap
 		}
-		if ps.state == 'Z' {
+		if ps.State == 'Z' {
 			var ws unix.WaitStatus
 			_, _ = unix.Wait4(ip.pid, &ws, unix.WNOHANG, nil)
 			return

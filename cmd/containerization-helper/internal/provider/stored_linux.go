@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"hostkit.dev/cmd/containerization-helper/internal/codec"
+	"hostkit.dev/lib/procstat"
 )
 
 // storedState reads id's state from the runtime's own record
@@ -111,8 +112,8 @@ func initAlive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	ps, err := readStat(pid)
-	return err == nil && ps.start == start && ps.state != 'Z' && ps.state != 'X'
+	ps, err := procstat.Read(pid)
+	return err == nil && ps.StartTime == start && !ps.Exited()
 }
 
 // frozen reads the container's freezer state as runc 1.1's cgroup
@@ -189,15 +190,15 @@ func waitExit(ctx context.Context, pid int, budget time.Duration) bool {
 	if pid <= 0 {
 		return true
 	}
-	ps, err := readStat(pid)
-	if err != nil || ps.state == 'Z' || ps.state == 'X' {
+	ps, err := procstat.Read(pid)
+	if err != nil || ps.Exited() {
 		return true
 	}
 	deadline := time.Now().Add(budget)
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err == nil {
 		defer unix.Close(fd)
-		if again, err := readStat(pid); err != nil || again.start != ps.start {
+		if again, err := procstat.Read(pid); err != nil || again.StartTime != ps.StartTime {
 			return true // the process we saw is gone; pid names another
 		}
 		for ctx.Err() == nil {
@@ -216,8 +217,8 @@ func waitExit(ctx context.Context, pid int, budget time.Duration) bool {
 		}
 	}
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		cur, err := readStat(pid)
-		if err != nil || cur.start != ps.start || cur.state == 'Z' || cur.state == 'X' {
+		cur, err := procstat.Read(pid)
+		if err != nil || cur.StartTime != ps.StartTime || cur.Exited() {
 			return true
 		}
 		time.Sleep(2 * time.Millisecond)

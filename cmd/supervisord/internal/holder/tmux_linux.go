@@ -3,19 +3,18 @@
 package holder
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/procstat"
 
 	"hostkit.dev/cmd/supervisord/internal/proc"
 	"hostkit.dev/cmd/supervisord/internal/tmux"
@@ -192,21 +191,9 @@ func (h *holder) killTmux(server int) {
 // /proc/<pid>/stat field 52 (exit_code, in waitpid(2) form; proc(5),
 // Linux 3.5+), else nil.
 func zombieExit(pid int) *api.ExitStatus {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	s, err := procstat.Read(pid)
+	if err != nil || s.State != 'Z' || s.ExitCode < 0 {
 		return nil
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return nil
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 50 || f[0] != "Z" { // field N is f[N-3]
-		return nil
-	}
-	ws, err := strconv.ParseUint(f[49], 10, 32)
-	if err != nil {
-		return nil
-	}
-	return exitStatus(unix.WaitStatus(ws))
+	return exitStatus(unix.WaitStatus(s.ExitCode))
 }

@@ -5,26 +5,28 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/holder"
 )
 
-// signals are the names instance.signal accepts (with or without SIG).
-var signals = map[string]int64{
-	"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "PIPE": 13,
-	"ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28,
-}
-
-// ParseSignal parses a signal name (TERM, SIGTERM) or number (1..64).
+// ParseSignal parses a signal number (1..64) or name. A name is one of
+// this system's signal names as golang.org/x/sys/unix lists them
+// (signal(7): HUP, INT, TERM, KILL, USR1, WINCH, ...), with or without the
+// SIG prefix, in any case: TERM, SIGTERM and sigterm are 15 on Linux.
 // Errors: signal.invalid.
 func ParseSignal(s string) (int64, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n <= 64 {
 		return n, nil
 	}
-	if n, ok := signals[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
-		return n, nil
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if n := unix.SignalNum(name); n > 0 {
+		return int64(n), nil
 	}
 	return 0, wire.Errorf(api.CodeSignalInvalid, "unknown signal")
 }

@@ -3,14 +3,13 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // BootID returns the kernel's boot id (/proc/sys/kernel/random/boot_id).
@@ -22,40 +21,9 @@ func BootID() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// stat holds the fields of /proc/<pid>/stat we use.
-type stat struct {
-	state     byte
-	ppid      int
-	pgid      int
-	startTime uint64
-}
-
-func readStat(pid int) (stat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return stat{}, err
-	}
-	// comm may hold spaces and parentheses: fields start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return stat{}, errors.New("proc: malformed stat")
-	}
-	f := strings.Fields(string(b[i+2:]))
-	// f[0] is field 3 (state); field N is f[N-3].
-	if len(f) < 20 {
-		return stat{}, errors.New("proc: short stat")
-	}
-	var s stat
-	s.state = f[0][0]
-	s.ppid, _ = strconv.Atoi(f[1])
-	s.pgid, _ = strconv.Atoi(f[2])
-	s.startTime, err = strconv.ParseUint(f[19], 10, 64)
-	return s, err
-}
-
 // Identify returns pid's identity now.
 func Identify(pid int) (Identity, error) {
-	s, err := readStat(pid)
+	s, err := procstat.Read(pid)
 	if err != nil {
 		return Identity{}, ErrGone
 	}
@@ -63,7 +31,7 @@ func Identify(pid int) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return Identity{PID: pid, StartTime: s.startTime, BootID: boot}, nil
+	return Identity{PID: pid, StartTime: s.StartTime, BootID: boot}, nil
 }
 
 // Alive reports whether id still names a live (not zombie) process: same
@@ -72,12 +40,12 @@ func Alive(id Identity) bool {
 	if id.PID <= 0 {
 		return false
 	}
-	now, err := Identify(id.PID)
-	if err != nil || now != id {
+	s, err := procstat.Read(id.PID)
+	if err != nil || s.Exited() || s.StartTime != id.StartTime {
 		return false
 	}
-	s, err := readStat(id.PID)
-	return err == nil && s.state != 'Z' && s.state != 'X'
+	boot, err := BootID()
+	return err == nil && boot == id.BootID
 }
 
 // Open returns a pidfd for the process id names after verifying, with the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"hostkit.dev/lib/procstat"
 )
 
 // Descendants returns every live (not zombie) descendant of root, found by
@@ -23,11 +24,11 @@ func Descendants(root int) []int {
 		if err != nil {
 			continue
 		}
-		s, err := readStat(pid)
-		if err != nil || s.state == 'Z' || s.state == 'X' {
+		s, err := procstat.Read(pid)
+		if err != nil || s.Exited() {
 			continue
 		}
-		kids[s.ppid] = append(kids[s.ppid], pid)
+		kids[s.PPID] = append(kids[s.PPID], pid)
 	}
 	var out []int
 	queue := []int{root}
