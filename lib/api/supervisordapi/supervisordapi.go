@@ -1,25 +1,44 @@
-// Package supervisordapi is supervisord's wire API (issue 6, DESIGN.md
-// "Agents and isolation"): op names, the admin role, request and response
-// bodies, error codes and a typed client. Struct fields are declared in
-// bytewise order of their msgpack keys, as the canonical encoding requires
-// (wire.CheckSchema tests it).
+// Package supervisordapi is supervisord's wire API (docs/supervisord.md):
+// op names, the admin role, request and response bodies, error codes and a
+// typed client. Struct fields are declared in bytewise order of their
+// msgpack keys, as the canonical encoding requires (wire.CheckSchema tests
+// it). Times are int64 Unix milliseconds and a zero field is absent on the
+// wire (docs/protocol.md, "Canonical encoding").
 package supervisordapi
 
 import "hostkit.dev/lib/rpc"
 
 // Op names. Every instance op needs the admin role.
 const (
+	// OpProvision creates an instance, and starts it with Start;
+	// idempotent on its instance id: ProvisionRequest → Instance.
 	OpProvision = "instance.provision"
-	OpStatus    = "instance.status"
-	OpList      = "instance.list"
-	OpStop      = "instance.stop"
-	OpDestroy   = "instance.destroy"
-	OpSignal    = "instance.signal"
-	OpLogs      = "instance.logs"
-	OpAttach    = "instance.attach"
+	// OpStatus reports one instance: IDRequest → Instance.
+	OpStatus = "instance.status"
+	// OpList reports every instance: empty → ListResponse.
+	OpList = "instance.list"
+	// OpStop stops an instance's whole process tree (SIGTERM, its stop
+	// timeout, then SIGKILL) and releases its egress: IDRequest →
+	// Instance.
+	OpStop = "instance.stop"
+	// OpDestroy stops an instance and removes its directory:
+	// IDRequest → DestroyResponse.
+	OpDestroy = "instance.destroy"
+	// OpSignal sends a signal to an instance's process group:
+	// SignalRequest → empty.
+	OpSignal = "instance.signal"
+	// OpLogs reads an instance's output log, a stream op even without
+	// Follow (docs/supervisord.md, "hostctl"): LogsRequest →
+	// LogsResponse, then with Follow data frames and an exit frame.
+	OpLogs = "instance.logs"
+	// OpAttach attaches to an instance's terminal, a stream op
+	// (docs/supervisord.md, "Attach"): AttachRequest → AttachResponse,
+	// then stream frames both ways.
+	OpAttach = "instance.attach"
 )
 
-// RoleAdmin holds every instance op (DESIGN.md's role table).
+// RoleAdmin holds every instance op: supervisord's -admin-users (names or
+// UIDs; empty = supervisord's own user).
 const RoleAdmin rpc.Role = "admin"
 
 // Runtimes a provision request may name.
@@ -30,10 +49,10 @@ const (
 
 // Session backends and session kinds.
 const (
-	BackendNative  = "native" // the holder owns the agent's PTY (session "direct")
-	BackendTmux    = "tmux"   // a tmux server per instance (session "managed")
-	SessionDirect  = "direct"
-	SessionManaged = "managed"
+	BackendNative  = "native"  // the holder owns the agent's PTY (session "direct")
+	BackendTmux    = "tmux"    // a tmux server per instance (session "managed")
+	SessionDirect  = "direct"  // the session of BackendNative: attach goes through supervisord
+	SessionManaged = "managed" // the session of BackendTmux: attach with `tmux -S <tmux_socket> attach` (root)
 )
 
 // Network modes. A request that names none gets supervisord's
@@ -55,14 +74,14 @@ const (
 
 // Instance states.
 const (
-	StateCreated      = "created"       // provisioned with start=false
-	StateRunning      = "running"       // the leader runs
-	StateLeaderExited = "leader_exited" // the leader exited but descendants remain; stop cleans them
-	StateRestarting   = "restarting"    // restart on-failure: the tree ended with a failure; the next start waits out its backoff
-	StateStopping     = "stopping"
-	StateStopped      = "stopped" // stopped by instance.stop: leader reaped, no descendant left
-	StateExited       = "exited"  // the tree ended on its own (or its end could not be observed: Exit.Unknown)
-	StateCredsLost    = "credentials_lost"
+	StateCreated      = "created"          // provisioned with start=false
+	StateRunning      = "running"          // the leader runs
+	StateLeaderExited = "leader_exited"    // the leader exited but descendants remain; stop cleans them
+	StateRestarting   = "restarting"       // restart on-failure: the tree ended with a failure; the next start waits out its backoff
+	StateStopping     = "stopping"         // instance.stop (or destroy) is stopping the tree
+	StateStopped      = "stopped"          // stopped by instance.stop: leader reaped, no descendant left
+	StateExited       = "exited"           // the tree ended on its own (or its end could not be observed: Exit.Unknown)
+	StateCredsLost    = "credentials_lost" // the tree runs, but egressd restarted and its credentialed bundle is not registered again (yet)
 )
 
 // Restart policies and bounds (restart on-failure: a non-zero exit, a
@@ -70,10 +89,10 @@ const (
 // at most 60 s, for at most MaxRestarts consecutive failures; a run that
 // lasted 60 s resets both).
 const (
-	RestartNever       = "never"
-	RestartOnFailure   = "on-failure"
-	DefaultMaxRestarts = 10
-	MaxMaxRestarts     = 1000
+	RestartNever       = "never"      // the default: an ended tree stays ended
+	RestartOnFailure   = "on-failure" // the holder restarts the agent after a failure, with backoff
+	DefaultMaxRestarts = 10           // max_restarts when on-failure gives 0
+	MaxMaxRestarts     = 1000         // the largest max_restarts; more is instance.invalid
 )
 
 // IsolatedProxyAddress is where an agent in network isolated reaches
@@ -81,17 +100,19 @@ const (
 // bridged to egressd's proxy.sock.
 const IsolatedProxyAddress = "127.0.0.1:4750"
 
-// Stop timeout bounds and default, in milliseconds.
+// Stop timeout bounds and default, in milliseconds: how long a stop waits
+// after SIGTERM before it kills the tree (ProvisionRequest.StopTimeoutMS;
+// outside the bounds is instance.invalid).
 const (
-	MinStopTimeoutMS     = 1000
-	MaxStopTimeoutMS     = 300_000
-	DefaultStopTimeoutMS = 10_000
+	MinStopTimeoutMS     = 1000    // 1 second
+	MaxStopTimeoutMS     = 300_000 // 5 minutes
+	DefaultStopTimeoutMS = 10_000  // 10 seconds: the timeout of a request that gives 0
 )
 
-// PTY size default.
+// PTY size default, in character cells, for a PTY request that gives 0.
 const (
-	DefaultRows = 24
-	DefaultCols = 80
+	DefaultRows = 24 // lines
+	DefaultCols = 80 // columns
 )
 
 // NotIsolatedWarning is the warning given when agents run under
