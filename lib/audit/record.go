@@ -44,8 +44,8 @@ const ZeroPrev = "00000000000000000000000000000000000000000000000000000000000000
 
 // Actor identifies the peer on whose behalf a record is written.
 type Actor struct {
-	UID int `json:"uid"`
-	PID int `json:"pid"`
+	UID int `json:"uid"` // the peer's uid from the kernel (SO_PEERCRED, unix(7)); -1 when there is none (a TCP proxy client)
+	PID int `json:"pid"` // the peer's pid when it connected; 0 when not known
 }
 
 // Record is one audit line. Log.Append fills Seq, Time, Daemon and Prev.

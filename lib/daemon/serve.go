@@ -18,19 +18,19 @@ import (
 // Actor is one member of a daemon's run group (oklog/run): Execute runs
 // until the group stops; Interrupt makes it return.
 type Actor struct {
-	Execute   func() error
-	Interrupt func(error)
+	Execute   func() error // runs until done or interrupted; its return stops the group
+	Interrupt func(error)  // makes Execute return; called once, with the error that stops the group
 }
 
 // Service is a daemon ready to serve: its socket, op table and extra
 // actors. Run listens, serves and stops it.
 type Service struct {
-	Name        string // daemon name: secretd, egressd, supervisord, helper
-	Socket      string // API socket path
-	SocketGroup int    // group for 0750/0660 multi-user mode; -1 = same-user (0700/0600)
-	Logger      *slog.Logger
-	Roles       rpc.Roles
-	Ops         []rpc.Op
+	Name        string                           // daemon name: secretd, egressd, supervisord, helper
+	Socket      string                           // API socket path
+	SocketGroup int                              // group for 0750/0660 multi-user mode; -1 = same-user (0700/0600)
+	Logger      *slog.Logger                     // the daemon's redacting logger; required
+	Roles       rpc.Roles                        // role → uids allowed to hold it (RoleFlags)
+	Ops         []rpc.Op                         // the op table, health included
 	Audit       func(context.Context, rpc.Event) // optional audit sink for the server's own decisions
 	AuditLog    *audit.Log                       // when Audit is nil: the server's decisions go here (AuditSink)
 	RPC         rpc.Config                       // optional overrides: timeouts, MaxConns, IdleAfter/OnIdle

@@ -15,12 +15,12 @@ import (
 // Env is what Setup hands a daemon's run function: its parsed common flags,
 // layout, logger, scrubber, start time and epoch.
 type Env struct {
-	Common   Common
-	Layout   Layout
-	Logger   *slog.Logger
-	Scrubber *redact.Scrubber
-	Epoch    string
-	Started  time.Time
+	Common   Common           // the flags every daemon takes
+	Layout   Layout           // the resolved run, state, log and public directories
+	Logger   *slog.Logger     // JSON to stderr through the redacting handler
+	Scrubber *redact.Scrubber // the logger's scrubber: register held values with it
+	Epoch    string           // 16 lowercase hex, new at every process start (health's epoch)
+	Started  time.Time        // when Setup ran, with its monotonic reading (health's uptime_ms)
 }
 
 // Setup parses args into fs (with the common flags added), resolves the

@@ -25,16 +25,16 @@ type Rule struct {
 	// Executable is an absolute path; NewPolicy resolves it (so a symlink
 	// such as /bin/sh names its target) and checks it like Resolve.
 	Executable string
-	Args       []string
-	Class      Class
+	Args       []string // argv[1:] pattern: literals, AnyArg, and RestArgs only last
+	Class      Class    // what a matching command is
 	// Mutation names the change for ClassMutating rules; empty otherwise.
 	Mutation string
 }
 
 // Classification is what a Policy says about a command.
 type Classification struct {
-	Class    Class
-	Mutation string
+	Class    Class  // the matching rule's class; ClassUnknown when no rule matches
+	Mutation string // the rule's mutation kind for ClassMutating; "" otherwise
 }
 
 // Policy maps (executable, argv pattern) to a classification; the caller

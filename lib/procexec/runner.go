@@ -65,16 +65,16 @@ func NewRunner(c Config) (*Runner, error) {
 type Result struct {
 	// Path is the resolved executable; Pid its process id (and group id).
 	Path string
-	Pid  int
+	Pid  int // the leader's pid, also its process group id
 	// ExitCode is the exit status, or -1 when the process was killed by a
 	// signal (Signal names it).
 	ExitCode int
-	Signal   string
+	Signal   string // the terminating signal's name (e.g. "SIGKILL"); "" when it exited
 	// Stdout and Stderr hold the output, truncated at the limits;
 	// StdoutSize and StderrSize are the output files' sizes: how far the
 	// program wrote into them (past the limit when it overflowed).
 	Stdout, Stderr         []byte
-	StdoutSize, StderrSize int64
+	StdoutSize, StderrSize int64 // bytes
 	// Duration runs from the start to the leader's exit.
 	Duration time.Duration
 	// Summary is a redacted one-line description.

@@ -75,8 +75,8 @@ type CommandSpec struct {
 	Purpose string
 	// StdoutLimit and StderrLimit are byte limits: 0 means
 	// DefaultOutputLimit (1 MiB), at most MaxOutputLimit (64 MiB).
-	StdoutLimit int64
-	StderrLimit int64
+	StdoutLimit int64 // bytes of stdout kept
+	StderrLimit int64 // bytes of stderr kept
 	// Stdout and Stderr, when not nil, are caller-supplied output files:
 	// the child gets the file as descriptor 1 (or 2) instead of one of the
 	// runner's unnamed temporary files, so what it writes (and what a

@@ -21,13 +21,13 @@ import (
 // Call is one request as a handler sees it. Body is canonical MessagePack
 // (nil when empty); decode it with Decode.
 type Call struct {
-	Peer     sock.Peer
-	Op       string
-	ID       []byte
-	Deadline time.Time
-	Idem     string
-	Corr     string
-	Body     []byte
+	Peer     sock.Peer // the caller's kernel credentials, read once per connection
+	Op       string    // the op name, `area.verb`
+	ID       []byte    // the request id, 16 bytes; a repeat before Deadline was refused (request.replayed)
+	Deadline time.Time // the request's deadline (at most 10 minutes ahead); ctx ends then
+	Idem     string    // idempotency key, at most 64 bytes; "" = none
+	Corr     string    // correlation id, at most 64 bytes of [A-Za-z0-9._-]; "" = none
+	Body     []byte    // canonical MessagePack map; nil = empty
 
 	kept    any       // what the Handler kept for its StreamFunc (Keep)
 	release func(any) // releases kept when the stream does not start

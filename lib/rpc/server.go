@@ -50,11 +50,11 @@ type Listener interface {
 // Event describes one decision the server made itself (a denial or a
 // protocol error), for the daemon's audit log. Handlers audit their own ops.
 type Event struct {
-	Op      string
-	Peer    sock.Peer
-	Outcome string // "denied" or "error"
-	Code    string
-	Corr    string
+	Op      string    // an op the server serves, "connect" for a peer refused at connect; "" otherwise (an unknown name is the caller's text)
+	Peer    sock.Peer // the caller's kernel credentials
+	Outcome string    // "denied" or "error"
+	Code    string    // the error code answered (peer.denied, frame.malformed, ...)
+	Corr    string    // the request's correlation id; "" = none or unread
 }
 
 // Config holds a Server's settings. Zero values take the defaults noted.

@@ -24,7 +24,7 @@ type Peer struct {
 // Conn is an accepted connection with its peer's kernel credentials.
 type Conn struct {
 	*net.UnixConn
-	Peer Peer
+	Peer Peer // read once, at accept (or dial), never again for this connection
 }
 
 // PeerOf reads the credentials of c's peer from the kernel: SO_PEERCRED on

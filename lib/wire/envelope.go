@@ -34,19 +34,19 @@ type Request struct {
 
 // ErrorBody is the `err` map of a failed response.
 type ErrorBody struct {
-	Code  string
-	Msg   string
-	Retry Retry
+	Code  string // the stable `area.reason` code (docs/protocol.md, "Error codes")
+	Msg   string // a human sentence, already redacted
+	Retry Retry  // never, safe or after_observe
 }
 
 // Response is the response envelope. Exactly one of Body (on OK) or Err (on
 // failure) is meaningful. ID is the request's id, or empty when it could not
 // be read.
 type Response struct {
-	ID   []byte
-	OK   bool
-	Body []byte // canonical MessagePack map; nil = empty
-	Err  *ErrorBody
+	ID   []byte     // the request's 16-byte id; empty when it could not be read
+	OK   bool       // true on success
+	Body []byte     // canonical MessagePack map; nil = empty
+	Err  *ErrorBody // set when OK is false
 }
 
 // AppendRequest appends the canonical encoding of r (keys in bytewise

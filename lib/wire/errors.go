@@ -77,10 +77,10 @@ var Codes = []string{
 //
 // errors.Is(err, &Error{Code: c}) reports whether err carries code c.
 type Error struct {
-	Code  string
-	Msg   string
-	Retry Retry
-	Err   error
+	Code  string // stable `area.reason` (docs/protocol.md, "Error codes")
+	Msg   string // safe for any caller: already redacted
+	Retry Retry  // the hint sent with Code; "" is sent as never (AsError)
+	Err   error  // the wrapped cause: logged, never sent
 }
 
 // Error formats as "code: msg" and never includes the wrapped error, so an
