@@ -50,35 +50,35 @@ const (
 // Record is container.json: what supervisord knows of an instance's
 // container. Only the manager writes it, under the instance lock.
 type Record struct {
-	SchemaVersion int    `json:"schema_version"`
+	SchemaVersion int    `json:"schema_version"`       // RecordSchema
 	ProjectID     string `json:"project_id,omitempty"` // the helper's project the container belongs to (set at the first negotiate)
 	// Fence is the instance's fence generation (≥ 1): 1 at provision,
 	// raised by one each time a supervisord process re-adopts the
 	// instance (Readopt), so a mutation planned by an earlier process is
 	// refused (fence.stale) once the new one has mutated.
 	Fence       uint64   `json:"fence"`
-	ContainerID string   `json:"container_id,omitempty"`
-	PID         int64    `json:"pid,omitempty"`        // host pid of the container's init when it was started
-	Done        []string `json:"done,omitempty"`       // steps carried out (Step*)
-	Attempts    int      `json:"attempts,omitempty"`   // plans made in all: part of each idempotency key
-	Pending     *Pending `json:"pending,omitempty"`    // the mutation in flight, saved before it is sent
-	LogSaved    bool     `json:"log_saved,omitempty"`  // the console log was copied to FileLog (before or by the delete)
-	CreatedAt   int64    `json:"created_at,omitempty"` // Unix ms, from the helper
-	KeyGen      string   `json:"key_gen,omitempty"`    // 6 random hex digits in every idempotency key of this record ("" in older records)
+	ContainerID string   `json:"container_id,omitempty"` // the helper's id ("hk-" + 16 hex); "" before the create plan chose it
+	PID         int64    `json:"pid,omitempty"`          // host pid of the container's init when it was started
+	Done        []string `json:"done,omitempty"`         // steps carried out (Step*)
+	Attempts    int      `json:"attempts,omitempty"`     // plans made in all: part of each idempotency key
+	Pending     *Pending `json:"pending,omitempty"`      // the mutation in flight, saved before it is sent
+	LogSaved    bool     `json:"log_saved,omitempty"`    // the console log was copied to FileLog (before or by the delete)
+	CreatedAt   int64    `json:"created_at,omitempty"`   // Unix ms, from the helper
+	KeyGen      string   `json:"key_gen,omitempty"`      // 6 random hex digits in every idempotency key of this record ("" in older records)
 }
 
 // Pending is a mutation that was sent (or was about to be) and whose
 // answer supervisord has not recorded: replayed with the same key and
 // body, it gets the helper's stored answer, or is carried out now.
 type Pending struct {
-	Step             string `json:"step"`
-	Op               string `json:"op"`
-	Idem             string `json:"idem"`
-	ContainerID      string `json:"container_id"`
-	PlanHash         string `json:"plan_hash"`
-	ProjectID        string `json:"project_id"`
-	CapabilityDigest string `json:"capability_digest"`
-	Fence            uint64 `json:"fence"`
+	Step             string `json:"step"`              // Step*: the step the mutation carries out
+	Op               string `json:"op"`                // the helper op (helperapi.OpCreate, OpStart, OpDelete)
+	Idem             string `json:"idem"`              // the idempotency key sent: sv-<instance>-<KeyGen>-<step>-<Attempts> (older records: no KeyGen part)
+	ContainerID      string `json:"container_id"`      // helperapi.MutationRequest.ContainerID
+	PlanHash         string `json:"plan_hash"`         // "sha256:" + 64 hex, from container.plan
+	ProjectID        string `json:"project_id"`        // the mutation context's project (helperapi.Context)
+	CapabilityDigest string `json:"capability_digest"` // the mutation context's capability digest
+	Fence            uint64 `json:"fence"`             // the mutation context's fence
 }
 
 // done reports whether step was carried out.

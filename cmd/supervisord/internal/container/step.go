@@ -14,14 +14,14 @@ import (
 // start) or a helperapi.DeleteResponse (delete, with the console log's
 // tail). Fields in bytewise order of their keys.
 type answer struct {
-	ContainerID  string `msgpack:"container_id"`
-	CreatedAt    int64  `msgpack:"created_at"`
-	Deleted      bool   `msgpack:"deleted"`
-	HasLogTail   bool   `msgpack:"has_log_tail"`
-	LogTail      []byte `msgpack:"log_tail"`
-	LogTruncated bool   `msgpack:"log_truncated"`
-	Pid          int64  `msgpack:"pid"`
-	Status       string `msgpack:"status"`
+	ContainerID  string `msgpack:"container_id"`  // both answers
+	CreatedAt    int64  `msgpack:"created_at"`    // Container.CreatedAt: Unix ms
+	Deleted      bool   `msgpack:"deleted"`       // DeleteResponse.Deleted
+	HasLogTail   bool   `msgpack:"has_log_tail"`  // DeleteResponse.HasLogTail: LogTail is the log's tail
+	LogTail      []byte `msgpack:"log_tail"`      // DeleteResponse.LogTail: at most 1 MiB
+	LogTruncated bool   `msgpack:"log_truncated"` // DeleteResponse.LogTruncated
+	Pid          int64  `msgpack:"pid"`           // Container.Pid: host pid of the init; 0 when stopped
+	Status       string `msgpack:"status"`        // Container.Status: the OCI status
 }
 
 // CodeContainerNotFound is the helper's code for an id its runtime root

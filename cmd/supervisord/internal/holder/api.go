@@ -23,32 +23,32 @@ const RingSize = 256 << 10
 
 // Status is a holder's answer to status and stop.
 type Status struct {
-	AgentPID    int64           `msgpack:"agent_pid"`
+	AgentPID    int64           `msgpack:"agent_pid"`   // the agent leader's pid: the current one after an on-failure restart
 	Descendants int64           `msgpack:"descendants"` // live processes of the tree, leader included
-	Exit        *api.ExitStatus `msgpack:"exit"`
-	PGID        int64           `msgpack:"pgid"`
-	Restarts    int64           `msgpack:"restarts"` // on-failure restarts made
-	State       string          `msgpack:"state"`    // api.State*
+	Exit        *api.ExitStatus `msgpack:"exit"`        // how the tree ended; nil while it runs
+	PGID        int64           `msgpack:"pgid"`        // the agent's process group id
+	Restarts    int64           `msgpack:"restarts"`    // on-failure restarts made
+	State       string          `msgpack:"state"`       // api.State*
 }
 
 // StopRequest asks the holder to stop the tree: SIGTERM (and SIGCONT) to
 // the process group and every descendant, wait up to TimeoutMS for the tree
 // to end, then freeze and kill what remains.
 type StopRequest struct {
-	TimeoutMS int64 `msgpack:"timeout_ms"`
+	TimeoutMS int64 `msgpack:"timeout_ms"` // ms to wait after SIGTERM, normally the instance's stop_timeout_ms
 }
 
 // SignalRequest sends Signal to the process group (while the leader runs)
 // or to every descendant (after it exited).
 type SignalRequest struct {
-	Signal int64 `msgpack:"signal"`
+	Signal int64 `msgpack:"signal"` // the signal number, 1..64 (signal(7)); else signal.invalid
 }
 
 // AttachRequest opens an attach stream; Rows and Cols (when not zero)
 // resize the PTY first.
 type AttachRequest struct {
-	Cols uint16 `msgpack:"cols"`
-	Rows uint16 `msgpack:"rows"`
+	Cols uint16 `msgpack:"cols"` // columns; 0 = leave as is
+	Rows uint16 `msgpack:"rows"` // lines; 0 = leave as is
 }
 
 // Empty is an empty body.

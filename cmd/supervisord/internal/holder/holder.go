@@ -74,10 +74,10 @@ func (a Assignment) Config(hdir string) (Config, error) {
 // Assignment, then, after the assignment, one Ready with the agent's
 // identity or the error that kept it from starting.
 type Ready struct {
-	Idle   bool               `json:"idle,omitempty"`
-	Record store.HolderRecord `json:"record"`
-	Error  string             `json:"error,omitempty"`
-	Code   string             `json:"code,omitempty"`
+	Idle   bool               `json:"idle,omitempty"`  // the first message: started, waiting for an assignment
+	Record store.HolderRecord `json:"record"`          // the agent's identity (what holder.json holds); zero on error
+	Error  string             `json:"error,omitempty"` // why the agent did not start; "" on success
+	Code   string             `json:"code,omitempty"`  // the error's code (e.g. instance.spawn_failed); "" on success
 }
 
 // holder is one running holder's state.

@@ -14,9 +14,9 @@ import (
 // Identity names one process across pid reuse: its pid, its start time in
 // clock ticks since boot (/proc/<pid>/stat field 22) and the boot id.
 type Identity struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"`
-	BootID    string `json:"boot_id"`
+	PID       int    `json:"pid"`        // the process id; 0 = no process
+	StartTime uint64 `json:"start_time"` // clock ticks since boot (proc(5), /proc/<pid>/stat field 22)
+	BootID    string `json:"boot_id"`    // /proc/sys/kernel/random/boot_id when StartTime was read
 }
 
 // ErrNotSupported is returned on systems without /proc process control.

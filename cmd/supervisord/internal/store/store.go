@@ -44,19 +44,19 @@ const (
 // Spec is what a holder needs to start an agent: the normalized provision
 // request.
 type Spec struct {
-	Command        []string          `json:"command"`
-	Env            map[string]string `json:"env,omitempty"`
-	WorkingDir     string            `json:"working_dir"`
-	PTY            bool              `json:"pty"`
-	Rows           uint16            `json:"rows,omitempty"`
-	Cols           uint16            `json:"cols,omitempty"`
-	SessionBackend string            `json:"session_backend"`
-	Network        string            `json:"network"` // isolated, host (a host instance's mode, resolved at provision: never re-read from the flag) or none (container)
-	Allow          []string          `json:"allow,omitempty"`
-	AgentUID       int               `json:"agent_uid"` // -1: supervisord's own uid
-	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
-	LogMaxMB       int               `json:"log_max_mb"`
-	LogFiles       int               `json:"log_files"`
+	Command        []string          `json:"command"`                   // the agent's argv, as requested
+	Env            map[string]string `json:"env,omitempty"`             // not written by this version: the agent's environment is agent.env
+	WorkingDir     string            `json:"working_dir"`               // absolute: the request's, or -default-working-dir; "" for a container
+	PTY            bool              `json:"pty"`                       // the agent runs on a pseudo-terminal
+	Rows           uint16            `json:"rows,omitempty"`            // PTY lines at start (the default applied)
+	Cols           uint16            `json:"cols,omitempty"`            // PTY columns at start (the default applied)
+	SessionBackend string            `json:"session_backend"`           // native or tmux; "" for a container
+	Network        string            `json:"network"`                   // isolated, host (a host instance's mode, resolved at provision: never re-read from the flag) or none (container)
+	Allow          []string          `json:"allow,omitempty"`           // the request's network.allow origins (every method), registered with the bundle
+	AgentUID       int               `json:"agent_uid"`                 // -1: supervisord's own uid
+	StopTimeoutMS  int64             `json:"stop_timeout_ms"`           // ms a stop waits after SIGTERM (the default applied)
+	LogMaxMB       int               `json:"log_max_mb"`                // -log-max-mb: output log size per file, MiB (at least 1)
+	LogFiles       int               `json:"log_files"`                 // -log-files: output log files kept, the current one included (at least 1)
 	Restart        string            `json:"restart,omitempty"`         // never or on-failure
 	MaxRestarts    int               `json:"max_restarts,omitempty"`    // consecutive on-failure restarts at most
 	ProxySocket    string            `json:"proxy_socket,omitempty"`    // network isolated: egressd's proxy.sock, bridged from 127.0.0.1:4750 in the namespace
@@ -68,25 +68,25 @@ type Spec struct {
 
 // Metadata is metadata.json. Only supervisord writes it.
 type Metadata struct {
-	SchemaVersion int                  `json:"schema_version"`
-	ID            string               `json:"instance_id"`
-	RequestDigest string               `json:"request_digest"` // sha256 of the canonical provision request
-	Request       api.ProvisionRequest `json:"request"`
-	Spec          Spec                 `json:"spec"`
-	State         string               `json:"state"`
-	Session       string               `json:"session"` // direct or managed
-	WatchAgent    string               `json:"watch_agent"`
-	Holder        proc.Identity        `json:"holder"`
-	Agent         proc.Identity        `json:"agent"`
-	PGID          int                  `json:"pgid"`
-	Exit          *api.ExitStatus      `json:"exit,omitempty"`
-	Egress        *egress.Record       `json:"egress,omitempty"` // the bundle of the current start (nil: never started)
-	CreatedAt     int64                `json:"created_at"`
-	StartedAt     int64                `json:"started_at,omitempty"`
-	ExitedAt      int64                `json:"exited_at,omitempty"`
-	UpdatedAt     int64                `json:"updated_at"`
-	Restarts      int                  `json:"restarts,omitempty"` // on-failure restarts (from exit.json once ended)
-	Intent        *Intent              `json:"intent,omitempty"`   // the operation in progress (nil: none)
+	SchemaVersion int                  `json:"schema_version"`       // SchemaVersion; another value is left alone (instance.unreadable)
+	ID            string               `json:"instance_id"`          // canonical lowercase UUID, the directory's name
+	RequestDigest string               `json:"request_digest"`       // sha256 of the canonical provision request
+	Request       api.ProvisionRequest `json:"request"`              // the provision request as normalized (defaults applied; network as sent)
+	Spec          Spec                 `json:"spec"`                 // what the holder starts the agent with
+	State         string               `json:"state"`                // the recorded state (api.State*); status may show a live one
+	Session       string               `json:"session"`              // direct or managed
+	WatchAgent    string               `json:"watch_agent"`          // host-<first 8 hex of the id> (api.WatchAgent)
+	Holder        proc.Identity        `json:"holder"`               // the holder serving the instance; zero before it started
+	Agent         proc.Identity        `json:"agent"`                // the agent leader as last recorded (holder.json); zero before it started
+	PGID          int                  `json:"pgid"`                 // the agent's process group id; 0 before it started
+	Exit          *api.ExitStatus      `json:"exit,omitempty"`       // how the tree ended (from exit.json); nil while it runs
+	Egress        *egress.Record       `json:"egress,omitempty"`     // the bundle of the current start (nil: never started)
+	CreatedAt     int64                `json:"created_at"`           // Unix ms of the provision
+	StartedAt     int64                `json:"started_at,omitempty"` // Unix ms the agent started; 0 before
+	ExitedAt      int64                `json:"exited_at,omitempty"`  // Unix ms the tree ended; 0 while it runs
+	UpdatedAt     int64                `json:"updated_at"`           // Unix ms of this write
+	Restarts      int                  `json:"restarts,omitempty"`   // on-failure restarts (from exit.json once ended)
+	Intent        *Intent              `json:"intent,omitempty"`     // the operation in progress (nil: none)
 }
 
 // Ops of an Intent.
@@ -122,7 +122,7 @@ type Intent struct {
 	// both under Invocation (the instance id) and Owner (supervisord's
 	// owner id, store.LoadOwner).
 	Owner       string   `json:"owner,omitempty"`
-	Invocation  string   `json:"invocation,omitempty"`
+	Invocation  string   `json:"invocation,omitempty"`  // see Owner
 	Credentials []string `json:"credentials,omitempty"` // credential names to stage, in request order
 	Bundle      bool     `json:"bundle,omitempty"`      // a bundle is to be registered for Invocation
 	// Holder is the holder given the instance, recorded before the
@@ -133,20 +133,20 @@ type Intent struct {
 
 // HolderRecord is holder.json, written by the holder once the agent runs.
 type HolderRecord struct {
-	Nonce     string        `json:"nonce"`
-	Holder    proc.Identity `json:"holder"`
-	Agent     proc.Identity `json:"agent"`
-	PGID      int           `json:"pgid"`
-	StartedAt int64         `json:"started_at"`
+	Nonce     string        `json:"nonce"`      // the assignment's nonce (Intent.Nonce): this start's record, not an earlier one's
+	Holder    proc.Identity `json:"holder"`     // the holder itself
+	Agent     proc.Identity `json:"agent"`      // the agent leader it started
+	PGID      int           `json:"pgid"`       // the agent's process group id (its session's)
+	StartedAt int64         `json:"started_at"` // Unix ms the agent started
 }
 
 // ExitRecord is exit.json, written by the holder once the leader is reaped
 // and no descendant remains.
 type ExitRecord struct {
-	Exit     api.ExitStatus `json:"exit"`
-	Stopped  bool           `json:"stopped"` // the end came from a stop request
-	Killed   int            `json:"killed"`  // processes the freeze-and-kill took
-	ExitedAt int64          `json:"exited_at"`
+	Exit     api.ExitStatus `json:"exit"`               // how the leader ended; Unknown when it was not observed
+	Stopped  bool           `json:"stopped"`            // the end came from a stop request
+	Killed   int            `json:"killed"`             // processes the freeze-and-kill took
+	ExitedAt int64          `json:"exited_at"`          // Unix ms the tree was found empty
 	Restarts int            `json:"restarts,omitempty"` // on-failure restarts the holder made
 }
 
