@@ -32,9 +32,9 @@ type Requirement struct {
 
 // Capability is a named thing the helper may rely on a runtime to do.
 type Capability struct {
-	Name     string // e.g. "lifecycle.start"
-	Doc      string // what the evidence shows, in one line
-	Requires []Requirement
+	Name     string        // e.g. "lifecycle.start"
+	Doc      string        // what the evidence shows, in one line
+	Requires []Requirement // all of these must be in a snapshot's evidence
 }
 
 func whole(tests ...string) []Requirement {

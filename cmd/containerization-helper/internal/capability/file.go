@@ -27,14 +27,14 @@ var snapshots embed.FS
 // spaces of indentation, a final newline, and the digest for reviewers and
 // operators (it is recomputed, never trusted).
 type fileForm struct {
-	Provider     string   `json:"provider"`
-	Version      string   `json:"version"`
-	Codec        string   `json:"codec"`
-	HostKind     string   `json:"host_kind"`
-	Suite        string   `json:"suite"`
-	Passed       []string `json:"passed"`
-	Capabilities []string `json:"capabilities"`
-	Digest       string   `json:"digest"`
+	Provider     string   `json:"provider"`     // the runtime's name, e.g. "runc"
+	Version      string   `json:"version"`      // its exact version, e.g. "1.1.5"
+	Codec        string   `json:"codec"`        // its codec line, e.g. "runc-1.1"
+	HostKind     string   `json:"host_kind"`    // one of HostKinds
+	Suite        string   `json:"suite"`        // Suite
+	Passed       []string `json:"passed"`       // the evidence: tests (and test/check entries) passed, sorted
+	Capabilities []string `json:"capabilities"` // derived from Passed, sorted; checked, never trusted
+	Digest       string   `json:"digest"`       // "sha256:" + 64 hex of the canonical encoding; recomputed, never trusted
 }
 
 // FileName is the name of the snapshot file for a codec and host kind.

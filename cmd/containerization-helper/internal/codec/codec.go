@@ -7,14 +7,14 @@ import (
 // State is one container as a runtime reports it (runtime-spec runtime.md
 // "State"), after validation.
 type State struct {
-	ID string
+	ID string // the container id
 	// Pid is the init's host pid: > 0 unless Status is "stopped" (then 0)
 	// or "creating".
 	Pid int
 	// Status is one of creating, created, running, stopped, paused.
 	Status  string
-	Bundle  string
-	Created time.Time
+	Bundle  string    // the bundle directory's absolute path
+	Created time.Time // when the runtime created the container (RFC 3339 in its output)
 	// Annotations are nil when the document has none (and always nil in
 	// a crun-1.8 list entry, which never carries them).
 	Annotations map[string]string
@@ -96,17 +96,17 @@ type Codec interface {
 // is not recorded there, the caller derives it from the init process the
 // way the runtime's own `state` does.
 type Stored struct {
-	ID string
+	ID string // the container id
 	// InitPid is the init's host pid, InitStart its start time in clock
 	// ticks since boot (proc(5) /proc/<pid>/stat field 22): together
 	// they identify the process even after its pid is reused.
 	InitPid   int
-	InitStart uint64
-	Created   time.Time
+	InitStart uint64    // clock ticks since boot; see InitPid
+	Created   time.Time // when the runtime created the container
 	// Bundle and Annotations are what `state` prints ("" and nil when
 	// the record has none).
 	Bundle      string
-	Annotations map[string]string
+	Annotations map[string]string // see Bundle
 	// CgroupPaths maps a cgroup v1 controller ("freezer", ...), or "" for
 	// the unified hierarchy, to the container's cgroup directory.
 	CgroupPaths map[string]string

@@ -111,8 +111,8 @@ type Request struct {
 
 // Bundle is an unpacked, patched OCI runtime bundle.
 type Bundle struct {
-	Path     string // Root/Name: holds config.json (0600) and rootfs/
-	Name     string
+	Path     string   // Root/Name: holds config.json (0600) and rootfs/
+	Name     string   // the bundle directory's name: [a-z0-9][a-z0-9_.-]{0,63} without ".."
 	Evidence Evidence // of the manifest that was unpacked
 }
 
@@ -251,8 +251,8 @@ func (u *Unpacker) run(ctx context.Context, root, image, bundle string) error {
 // manifest.
 type umociMeta struct {
 	From struct {
-		Walk []v1.Descriptor `json:"descriptor_walk"`
-	} `json:"from_descriptor_path"`
+		Walk []v1.Descriptor `json:"descriptor_walk"` // index entry first, the unpacked manifest last
+	} `json:"from_descriptor_path"` // the descriptor path umoci unpacked
 }
 
 // checkUmociJSON requires the bundle's umoci.json to name exactly the

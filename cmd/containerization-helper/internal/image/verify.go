@@ -59,26 +59,26 @@ func (l Limits) withDefaults() Limits {
 
 // Layer is one verified layer blob.
 type Layer struct {
-	Digest    digest.Digest
-	Size      int64 // bytes, as declared and as read
-	MediaType string
+	Digest    digest.Digest // the blob's digest, recomputed from its bytes
+	Size      int64         // bytes, as declared and as read
+	MediaType string        // an OCI tar or tar+gzip layer media type
 }
 
 // Platform is the os/architecture (and variant) from the image config.
 type Platform struct {
-	OS           string
-	Architecture string
-	Variant      string
+	OS           string // GOOS values, e.g. "linux"
+	Architecture string // GOARCH values, e.g. "amd64"
+	Variant      string // CPU variant, e.g. "v8"; "" when the config has none
 }
 
 // Evidence is what Verify proved about one image; it feeds the
 // `image.evidence` op. Every digest was recomputed from the bytes on disk.
 type Evidence struct {
-	ManifestDigest digest.Digest
-	ManifestSize   int64 // bytes
-	ConfigDigest   digest.Digest
-	Layers         []Layer // in manifest order (lowest first)
-	Platform       Platform
+	ManifestDigest digest.Digest // the manifest's digest, recomputed
+	ManifestSize   int64         // bytes
+	ConfigDigest   digest.Digest // the image config's digest, recomputed
+	Layers         []Layer       // in manifest order (lowest first)
+	Platform       Platform      // from the image config
 	// TotalSize is manifest + config + layers, in bytes.
 	TotalSize int64
 	// Refs are the index's org.opencontainers.image.ref.name values on

@@ -25,8 +25,8 @@ func hashPath(path string) ([32]byte, error) {
 
 // SelfCheck is Linux only (see proc_linux.go).
 type SelfCheck struct {
-	Path   string
-	SHA256 [32]byte
+	Path   string   // as on Linux; never set here
+	SHA256 [32]byte // as on Linux; never set here
 }
 
 // NewSelfCheck fails: the helper runs only on Linux.

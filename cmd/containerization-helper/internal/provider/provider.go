@@ -139,19 +139,19 @@ type Info struct {
 
 // State is one container as the runtime reports it.
 type State struct {
-	ID          string
-	Pid         int // 0 when stopped
-	Status      Status
-	Bundle      string
-	Created     time.Time
+	ID          string            // the container id
+	Pid         int               // the init's host pid; 0 when stopped
+	Status      Status            // the OCI status (runtime-spec runtime.md "State"), or paused
+	Bundle      string            // the bundle directory's absolute path
+	Created     time.Time         // when the runtime created the container
 	Annotations map[string]string // from state, or from the bundle's config.json where the runtime's list omits them
 }
 
 // Stats is a container's resource usage (`events --stats`, one sample).
 type Stats struct {
-	CPUTotalNS  uint64
-	MemoryBytes uint64
-	Pids        uint64
+	CPUTotalNS  uint64 // CPU time the container's cgroup has used, nanoseconds
+	MemoryBytes uint64 // memory the cgroup uses now, bytes
+	Pids        uint64 // tasks in the cgroup now
 }
 
 // CreateSpec is what `create` needs. The bundle is helper-owned; ConsoleLog
@@ -159,7 +159,7 @@ type Stats struct {
 // (files, never pipes: `runc create` with pipe stdio never reaches EOF
 // while the container lives).
 type CreateSpec struct {
-	ID         string
+	ID         string // the container id to create (checked first: CodeInvalidID)
 	Bundle     string // absolute path to an OCI bundle (config.json + rootfs)
 	ConsoleLog string // absolute path; created 0600 if missing
 }

@@ -23,14 +23,14 @@ import (
 // Options are what Open needs from the daemon: everything else is
 // derived from StateDir.
 type Options struct {
-	Runtime     string // provider.Runc or provider.Crun
-	StateDir    string // the helper's state directory (layout State/helper), 0700
-	Epoch       string
-	Started     time.Time
-	IdleTimeout time.Duration
-	Logger      *slog.Logger
-	Scrubber    *redact.Scrubber
-	Audit       *audit.Log
+	Runtime     string           // provider.Runc or provider.Crun
+	StateDir    string           // the helper's state directory (layout State/helper), 0700
+	Epoch       string           // this process's epoch: 16 lowercase hex
+	Started     time.Time        // when the process started (health's uptime)
+	IdleTimeout time.Duration    // reported by health; 0 = never exits when idle
+	Logger      *slog.Logger     // the daemon's redacting logger
+	Scrubber    *redact.Scrubber // the logger's scrubber: runtime output is redacted through it
+	Audit       *audit.Log       // the helper's audit log
 }
 
 // Paths under the state directory. The runtime's --root is private to

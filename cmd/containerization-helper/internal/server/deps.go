@@ -40,19 +40,19 @@ type Store interface {
 // same hash, any change to a field changes it, and a record edited on
 // disk no longer matches its name.
 type Plan struct {
-	Command        []string          `msgpack:"command"`
-	ContainerID    string            `msgpack:"container_id"`
-	Context        helperapi.Context `msgpack:"context"`
-	CreatedAt      int64             `msgpack:"created_at"` // Unix ms
-	Env            []string          `msgpack:"env"`
-	ExpiresAt      int64             `msgpack:"expires_at"` // Unix ms
-	Force          bool              `msgpack:"force"`
-	Kind           string            `msgpack:"kind"`
-	Layout         string            `msgpack:"layout"`
-	ManifestDigest string            `msgpack:"manifest_digest"`
-	Nonce          string            `msgpack:"nonce"` // 16 random bytes, hex: two equal requests get two plans
-	PeerUID        uint32            `msgpack:"peer_uid"`
-	StopTimeoutMS  int64             `msgpack:"stop_timeout_ms"`
+	Command        []string          `msgpack:"command"`         // create: the container's argv
+	ContainerID    string            `msgpack:"container_id"`    // the container the plan confirms (create: the id picked)
+	Context        helperapi.Context `msgpack:"context"`         // the mutation context the mutation must repeat
+	CreatedAt      int64             `msgpack:"created_at"`      // Unix ms
+	Env            []string          `msgpack:"env"`             // create: "KEY=value" entries
+	ExpiresAt      int64             `msgpack:"expires_at"`      // Unix ms
+	Force          bool              `msgpack:"force"`           // delete: stop a running container first
+	Kind           string            `msgpack:"kind"`            // helperapi.Kind*
+	Layout         string            `msgpack:"layout"`          // create: the image layout's path
+	ManifestDigest string            `msgpack:"manifest_digest"` // create: "sha256:" + 64 hex
+	Nonce          string            `msgpack:"nonce"`           // 16 random bytes, hex: two equal requests get two plans
+	PeerUID        uint32            `msgpack:"peer_uid"`        // the planning peer's uid: only it may carry the plan out
+	StopTimeoutMS  int64             `msgpack:"stop_timeout_ms"` // restart, forced delete: ms; 0 = the default
 	// Hash is the plan hash; it is not part of what is hashed.
 	Hash string `msgpack:"-"`
 }
@@ -60,10 +60,10 @@ type Plan struct {
 // idemResult is what a stored idempotency record holds: the canonical
 // response body, or the error.
 type idemResult struct {
-	Body  []byte `msgpack:"body"`
-	Code  string `msgpack:"code"`
-	Msg   string `msgpack:"msg"`
-	Retry string `msgpack:"retry"`
+	Body  []byte `msgpack:"body"`  // the answer's canonical body, on success
+	Code  string `msgpack:"code"`  // the error's code; "" on success
+	Msg   string `msgpack:"msg"`   // the error's message (already redacted)
+	Retry string `msgpack:"retry"` // the error's retry hint
 }
 
 // Images verifies and unpacks local OCI images (package image).
@@ -80,9 +80,9 @@ type Images interface {
 // BundlePatch is what the helper sets in an unpacked bundle's
 // config.json.
 type BundlePatch struct {
-	Args        []string
-	Env         []string
-	Annotations map[string]string
+	Args        []string          // process.args, from the create plan
+	Env         []string          // process.env ("KEY=value"), from the create plan; when not nil it replaces the image's
+	Annotations map[string]string // the ownership annotations (helperapi.Annotation*)
 }
 
 // Snapshot is the active provider's capability snapshot (package

@@ -32,19 +32,19 @@ import (
 
 // Config wires a Server. Every field but Now and IdleTimeout is required.
 type Config struct {
-	Runtime provider.RuntimeProvider
+	Runtime provider.RuntimeProvider // the one OCI runtime the helper drives
 	// Lookup finds the capability snapshot of a negotiated codec and host
 	// kind (capability.Lookup); capability.unavailable when there is none.
 	Lookup   func(codec, hostKind string) (Snapshot, error)
-	Store    Store
-	Images   Images
-	StateDir string // the helper's state directory: bundles/ and logs/ live here
-	Epoch    string // this process's epoch (health, container records)
-	Started  time.Time
+	Store    Store     // the persistent state (package state)
+	Images   Images    // image verification and unpacking (package image)
+	StateDir string    // the helper's state directory: bundles/ and logs/ live here
+	Epoch    string    // this process's epoch (health, container records)
+	Started  time.Time // when the process started (health's uptime)
 	// IdleTimeout is reported by health (0: the helper never exits idle).
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
-	Audit       *audit.Log
+	Logger      *slog.Logger     // the daemon's redacting logger
+	Audit       *audit.Log       // the helper's audit log
 	Now         func() time.Time // default time.Now
 }
 

@@ -39,14 +39,14 @@ type Batch struct {
 
 // Fence is one instance's fence generation.
 type Fence struct {
-	Instance string
-	N        uint64
+	Instance string // the instance's canonical UUID
+	N        uint64 // the generation to record (≥ 1); below the recorded one is CodeFenceStale
 }
 
 // Idem is one idempotency record (see PutIdem).
 type Idem struct {
-	Key, Op, RequestHash string
-	Result               []byte
+	Key, Op, RequestHash string // as PutIdem's arguments
+	Result               []byte // the stored answer, at most 64 KiB
 }
 
 // Apply makes every change of b, in the order of its fields, durable at

@@ -29,27 +29,27 @@ const (
 // is lowercase ASCII (checkJSON relies on it); idempotency keys, which may
 // be any bytes, live in a list as base64.
 type doc struct {
-	Schema  int    `json:"schema"`
-	Project string `json:"project"`
+	Schema  int    `json:"schema"`  // SchemaVersion; another is state.schema_unsupported
+	Project string `json:"project"` // the project UUID, made at the first start and never changed
 	// Generation counts the durable writes of the document; the newer of
 	// state.json and a state.wal slot wins (package doc, "Durability").
 	Generation  uint64            `json:"generation"`
-	CreatedMS   int64             `json:"created_ms"`
-	Fences      map[string]uint64 `json:"fences"`
-	Idempotency []idemJSON        `json:"idempotency"`
+	CreatedMS   int64             `json:"created_ms"`  // when the state was first made
+	Fences      map[string]uint64 `json:"fences"`      // instance UUID → the highest fence seen (a lower one is fence.stale)
+	Idempotency []idemJSON        `json:"idempotency"` // stored mutation answers, live until ExpiresMS
 	// Plans is always written empty: plans live in memory only. One
 	// read from a file is validated and dropped.
 	Plans      map[string]planJSON `json:"plans"`
-	Containers map[string]contJSON `json:"containers"`
+	Containers map[string]contJSON `json:"containers"` // container id → its record
 }
 
 type idemJSON struct {
-	Key         []byte `json:"key"`
-	Op          string `json:"op"`
-	RequestHash string `json:"request_hash"`
-	Result      []byte `json:"result"`
-	CreatedMS   int64  `json:"created_ms"`
-	ExpiresMS   int64  `json:"expires_ms"`
+	Key         []byte `json:"key"`          // "<peer uid>:<op>:<idempotency key>", at most 256 bytes (base64 in JSON)
+	Op          string `json:"op"`           // the op the key was used for
+	RequestHash string `json:"request_hash"` // hex SHA-256 of the request's canonical body
+	Result      []byte `json:"result"`       // the canonical answer (server's idemResult), at most 64 KiB
+	CreatedMS   int64  `json:"created_ms"`   // when it was stored
+	ExpiresMS   int64  `json:"expires_ms"`   // CreatedMS + the record TTL (24 h by default); later it is forgotten
 	// enc is the record's JSON, made at its first encode: a record is
 	// never changed in place (a put replaces it), so every later write of
 	// the document copies these bytes instead of encoding (and base64-ing)
@@ -58,19 +58,19 @@ type idemJSON struct {
 }
 
 type planJSON struct {
-	Contents  []byte `json:"contents"`
-	CreatedMS int64  `json:"created_ms"`
-	ExpiresMS int64  `json:"expires_ms"`
+	Contents  []byte `json:"contents"`   // the plan's canonical MessagePack, at most 64 KiB: its hash is the plan's name
+	CreatedMS int64  `json:"created_ms"` // when it was stored
+	ExpiresMS int64  `json:"expires_ms"` // the plan's expiry; later it is plan.expired
 }
 
 type contJSON struct {
-	Instance   string `json:"instance"`
-	Bundle     string `json:"bundle"`
-	ConsoleLog string `json:"console_log"`
-	Fence      uint64 `json:"fence"`
-	PlanHash   string `json:"plan_hash"`
-	Phase      Phase  `json:"phase"`
-	UpdatedMS  int64  `json:"updated_ms"`
+	Instance   string `json:"instance"`    // the owning instance, canonical UUID
+	Bundle     string `json:"bundle"`      // the bundle directory, absolute and clean; "" before it exists
+	ConsoleLog string `json:"console_log"` // the console log, absolute and clean; "" before it exists
+	Fence      uint64 `json:"fence"`       // the instance fence the container was planned with
+	PlanHash   string `json:"plan_hash"`   // the create plan's hash; "" when none
+	Phase      Phase  `json:"phase"`       // the phase written before the runtime is asked (Phase*)
+	UpdatedMS  int64  `json:"updated_ms"`  // when the record was last written
 }
 
 // newDoc is the document of a first start.

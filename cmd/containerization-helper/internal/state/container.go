@@ -43,13 +43,13 @@ func (p Phase) InProgress() bool {
 
 // Container is a container record.
 type Container struct {
-	ID         string // [a-z0-9][a-z0-9_.-]{0,63}, no ".."
-	Instance   string // canonical UUID
-	Bundle     string // absolute clean path, or ""
-	ConsoleLog string // absolute clean path, or ""
-	Fence      uint64 // the instance fence the container was planned with
-	PlanHash   string // "" or a plan hash
-	Phase      Phase
+	ID         string    // [a-z0-9][a-z0-9_.-]{0,63}, no ".."
+	Instance   string    // canonical UUID
+	Bundle     string    // absolute clean path, or ""
+	ConsoleLog string    // absolute clean path, or ""
+	Fence      uint64    // the instance fence the container was planned with
+	PlanHash   string    // "" or a plan hash
+	Phase      Phase     // written before the runtime is asked: a crash leaves the intent
 	Updated    time.Time // set by the store
 }
 

@@ -13,8 +13,8 @@ import (
 // plan (at most 64 KiB), opaque to the store. Plans live in the Store's
 // memory only (package doc, "Plans").
 type Plan struct {
-	Hash     string // 1–128 bytes of [a-z0-9_.:-], e.g. "sha256:<hex>"
-	Contents []byte
+	Hash     string    // 1–128 bytes of [a-z0-9_.:-], e.g. "sha256:<hex>"
+	Contents []byte    // the plan's encoding, at most 64 KiB
 	Created  time.Time // set by PutPlan
 	Expires  time.Time // required; after it the plan is CodePlanExpired
 }

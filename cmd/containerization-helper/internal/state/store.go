@@ -33,7 +33,7 @@ type Options struct {
 	// MaxIdem, MaxPlans and MaxContainers cap the records (defaults
 	// 4096, 1024, 4096); MaxFileBytes caps state.json (default 32 MiB).
 	MaxIdem, MaxPlans, MaxContainers int
-	MaxFileBytes                     int64
+	MaxFileBytes                     int64 // bytes
 }
 
 func (o Options) withDefaults() Options {

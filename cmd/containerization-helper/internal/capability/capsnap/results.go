@@ -45,14 +45,15 @@ func parseFlags(args []string) (config, error) {
 // results is the part of a results file capsnap reads; other fields are
 // the harness's report and are ignored.
 type results struct {
-	Schema   string `json:"schema"`
-	Suite    string `json:"suite"`
-	Provider string `json:"provider"`
-	Version  string `json:"version"`
-	Codec    string `json:"codec"`
-	HostKind string `json:"host_kind"`
-	Partial  bool   `json:"partial"`
-	Tests    []struct {
+	Schema   string `json:"schema"`    // ResultsSchema; another is refused
+	Suite    string `json:"suite"`     // the conformance suite run (capability.Suite)
+	Provider string `json:"provider"`  // the runtime's name, e.g. "runc"
+	Version  string `json:"version"`   // its exact version
+	Codec    string `json:"codec"`     // its codec line, e.g. "runc-1.1"
+	HostKind string `json:"host_kind"` // the host kind the run was on
+	Partial  bool   `json:"partial"`   // the run was cut short: refused
+	// Tests are the suite's tests as run: exactly capability.SuiteTests.
+	Tests []struct {
 		Name         string   `json:"name"`
 		Passed       bool     `json:"passed"`
 		Race         bool     `json:"race"` // outcome not judged: counted as failed
