@@ -5,10 +5,10 @@ import "hostkit.dev/lib/api/secretdapi"
 // JSONTarget is a target as the on-disk formats spell it (the store's
 // metadata line and the $CREDENTIALS_DIRECTORY metadata file).
 type JSONTarget struct {
-	Target    string `json:"target"`
-	Template  string `json:"template,omitempty"`
-	Overwrite bool   `json:"overwrite,omitempty"`
-	BasicUser string `json:"basic_user,omitempty"`
+	Target    string `json:"target"`               // secretdapi.TargetSpec.Target
+	Template  string `json:"template,omitempty"`   // header targets: the value with `{}` once; absent = "{}"
+	Overwrite bool   `json:"overwrite,omitempty"`  // header targets: replace a header the agent sent
+	BasicUser string `json:"basic_user,omitempty"` // basic:password only: the fixed user-id (at most 256 bytes)
 }
 
 // ToJSONTargets converts API targets to their file form.

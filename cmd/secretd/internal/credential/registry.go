@@ -13,8 +13,8 @@ import (
 
 // Credential is one credential: metadata and its value.
 type Credential struct {
-	Meta  secretdapi.CredentialMeta
-	Value *secmem.Buf
+	Meta  secretdapi.CredentialMeta // validated metadata, never the value
+	Value *secmem.Buf               // the value in locked memory; Free zeroes it
 }
 
 // Persister stores credentials that came over the socket (the store).

@@ -41,23 +41,23 @@ const maxMetaLen = 1 << 20
 
 // Meta is MetaFile's content.
 type Meta struct {
-	Version     int     `json:"version"` // 1
-	Credentials []Entry `json:"credentials"`
+	Version     int     `json:"version"`     // 1
+	Credentials []Entry `json:"credentials"` // the credentials to import; other files are ignored and logged
 }
 
 // Entry describes one imported credential.
 type Entry struct {
-	Name         string                  `json:"name"`
-	File         string                  `json:"file,omitempty"`
-	Destinations []string                `json:"destinations"`
-	Targets      []credential.JSONTarget `json:"targets"`
-	StripNewline bool                    `json:"strip_newline,omitempty"`
+	Name         string                  `json:"name"`                    // the credential's name, [a-z0-9][a-z0-9._-]{0,63}
+	File         string                  `json:"file,omitempty"`          // the credential file's id in $CREDENTIALS_DIRECTORY; absent = Name
+	Destinations []string                `json:"destinations"`            // allowed origins, as credential.put's
+	Targets      []credential.JSONTarget `json:"targets"`                 // allowed targets, as credential.put's
+	StripNewline bool                    `json:"strip_newline,omitempty"` // drop one trailing "\n" or "\r\n" from the value
 }
 
 // Result is what Load found.
 type Result struct {
-	Credentials []credential.Credential
-	Unused      []string // credential files MetaFile does not name, sorted
+	Credentials []credential.Credential // the imported credentials, source "systemd"
+	Unused      []string                // credential files MetaFile does not name, sorted
 }
 
 // Load imports the credentials of dir. An empty dir means no systemd

@@ -19,39 +19,39 @@ const MaxBatch = 256
 // Consumed is one lease handed out by Consume. The caller owns Value and
 // must Free it once the answer is written.
 type Consumed struct {
-	Spec        Spec
-	Handle      []byte // the caller's handle, echoed in the answer
-	Placeholder string
-	Value       *secmem.Buf
-	MAC         MAC
+	Spec        Spec        // what was staged
+	Handle      []byte      // the caller's handle, echoed in the answer
+	Placeholder string      // the lease's placeholder
+	Value       *secmem.Buf // the value, moved out of the table
+	MAC         MAC         // the handle's keyed digest (FP for audit)
 }
 
 // Failure is one handle of a refused batch.
 type Failure struct {
-	Index int
+	Index int    // the handle's index in the batch, from 0
 	Code  string // a secretdapi lease.* code
-	MAC   MAC
-	Of    int // for lease.duplicate_handle: the index it repeats
+	MAC   MAC    // the handle's keyed digest (FP for audit)
+	Of    int    // for lease.duplicate_handle: the index it repeats
 }
 
 // Reuse is a consumed handle presented again.
 type Reuse struct {
-	Index      int
-	MAC        MAC
+	Index      int       // the handle's index in the batch, from 0
+	MAC        MAC       // the handle's keyed digest (FP for audit)
 	Stager     sock.Peer // who staged the original lease
 	Consumer   sock.Peer // who consumed it
-	ConsumedAt time.Time
-	First      bool // the first reuse of this handle: audit it in full
+	ConsumedAt time.Time // when it was consumed
+	First      bool      // the first reuse of this handle: audit it in full
 }
 
 // Result is the outcome of Consume. On success Leases holds one lease per
 // handle in order; otherwise Failures is non-empty and nothing was taken.
 // MACs lists every handle's MAC in order (for audit fingerprints).
 type Result struct {
-	Leases   []Consumed
-	Failures []Failure
-	Reuses   []Reuse
-	MACs     []MAC
+	Leases   []Consumed // one per handle, in order; nil on failure
+	Failures []Failure  // sorted by index; empty on success
+	Reuses   []Reuse    // consumed handles presented again
+	MACs     []MAC      // one per handle, in order
 }
 
 // Err returns nil on success, else a *wire.Error whose code is the first

@@ -22,20 +22,20 @@ type Config struct {
 
 // Spec is what a stager asks for, already checked against the credential.
 type Spec struct {
-	Credential  string
-	Destination string
-	Target      string
+	Credential  string // the credential's name
+	Destination string // the canonical origin the value may go to
+	Target      string // where the value is injected (TargetSpec.Target)
 	Template    string // header targets only
 	Overwrite   bool   // header targets only
 	BasicUser   string // basic:password only: the user-id egressd sends ("" = the agent's)
-	Invocation  string
+	Invocation  string // the invocation the lease is bound to
 	Owner       string // the stager's owner id ("" = none): List and Revoke select by it
 	// Placeholder is the placeholder the stager asked for
 	// (secretdapi.ValidPlaceholder, checked by the caller); "" = a fresh
 	// one.
 	Placeholder string
-	TTL         time.Duration
-	Stager      sock.Peer
+	TTL         time.Duration // MinTTLMS..MaxTTLMS, checked by the caller
+	Stager      sock.Peer     // the staging peer (audit, tombstones, stager_uid)
 }
 
 // entry is one staged lease.
@@ -91,10 +91,10 @@ func New(cfg Config) (*Table, error) {
 
 // Staged is the answer to a stage.
 type Staged struct {
-	Handle      []byte
-	Placeholder string
-	ExpiresAt   int64 // Unix ms
-	MAC         MAC
+	Handle      []byte // HandleLen bytes: the epoch, then random bytes
+	Placeholder string // the lease's placeholder (the asked-for one, or fresh)
+	ExpiresAt   int64  // Unix ms
+	MAC         MAC    // the handle's keyed digest, under which the lease is stored
 }
 
 // Stage copies value into locked memory and stages a lease for spec,

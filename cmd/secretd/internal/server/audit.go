@@ -20,12 +20,12 @@ const (
 // Event is one audit record as the server produces it. Fields carry
 // names, counts and handle fingerprints, never a value or a handle.
 type Event struct {
-	Op      string
-	Peer    sock.Peer
-	Outcome string
-	Code    string
-	Corr    string
-	Fields  map[string]any
+	Op      string         // the op, or OpReuseAttempt, OpBogusHandles
+	Peer    sock.Peer      // the caller's kernel credentials
+	Outcome string         // OutcomeOK, OutcomeRefused or OutcomeError
+	Code    string         // the error code; "" on success
+	Corr    string         // the request's correlation id; "" = none
+	Fields  map[string]any // op-specific: names, counts, fingerprints
 }
 
 // KeyCred is the log and audit field naming a credential. It is not

@@ -22,20 +22,20 @@ const OpReuseAttempt = "lease.reuse_attempt"
 // and unmapped right after (valueOut), so no heap copy of the value is
 // made before the wire encoder's own buffer.
 type consumeOut struct {
-	Leases []leaseOut `msgpack:"leases"`
+	Leases []leaseOut `msgpack:"leases"` // LeaseConsumeResponse.Leases
 }
 
 // leaseOut mirrors secretdapi.Lease (same keys, same order).
 type leaseOut struct {
-	BasicUser   string    `msgpack:"basic_user"`
-	Credential  string    `msgpack:"credential"`
-	Destination string    `msgpack:"destination"`
-	Handle      []byte    `msgpack:"handle"`
-	Overwrite   bool      `msgpack:"overwrite"`
-	Placeholder string    `msgpack:"placeholder"`
-	Target      string    `msgpack:"target"`
-	Template    string    `msgpack:"template"`
-	Value       *valueOut `msgpack:"value"`
+	BasicUser   string    `msgpack:"basic_user"`  // Lease.BasicUser
+	Credential  string    `msgpack:"credential"`  // Lease.Credential
+	Destination string    `msgpack:"destination"` // Lease.Destination
+	Handle      []byte    `msgpack:"handle"`      // Lease.Handle
+	Overwrite   bool      `msgpack:"overwrite"`   // Lease.Overwrite: header targets only
+	Placeholder string    `msgpack:"placeholder"` // Lease.Placeholder
+	Target      string    `msgpack:"target"`      // Lease.Target
+	Template    string    `msgpack:"template"`    // Lease.Template: header targets only
+	Value       *valueOut `msgpack:"value"`       // Lease.Value, encoded from locked memory
 }
 
 // valueOut encodes a value as msgpack bin and frees its buffer. A cleanup

@@ -20,13 +20,13 @@ import (
 
 // Config holds the Server's dependencies.
 type Config struct {
-	Registry    *credential.Registry
-	Leases      *lease.Table
-	Alloc       *secmem.Allocator
-	Logger      *slog.Logger // required (the redacting logger)
-	Audit       Auditor      // nil: log only
-	FloodWindow time.Duration
-	Now         func() time.Time
+	Registry    *credential.Registry // the credentials (store and systemd)
+	Leases      *lease.Table         // the lease table
+	Alloc       *secmem.Allocator    // locked memory for values
+	Logger      *slog.Logger         // required (the redacting logger)
+	Audit       Auditor              // nil: log only
+	FloodWindow time.Duration        // bogus-handle refusals: one record per peer uid per window; default 1 s
+	Now         func() time.Time     // default time.Now
 }
 
 // Server implements secretd's ops.

@@ -38,13 +38,13 @@ const tmpPrefix = ".tmp-"
 
 // header is the JSON metadata line.
 type header struct {
-	Name         string                  `json:"name"`
-	Version      uint64                  `json:"version"`
-	CreatedAt    int64                   `json:"created_at"` // Unix ms
-	UpdatedAt    int64                   `json:"updated_at"` // Unix ms
-	Destinations []string                `json:"destinations"`
-	Targets      []credential.JSONTarget `json:"targets"`
-	ValueLen     int                     `json:"value_len"`
+	Name         string                  `json:"name"`         // the credential's name; the file is <name>.cred
+	Version      uint64                  `json:"version"`      // 1 on first put, +1 on each replace
+	CreatedAt    int64                   `json:"created_at"`   // Unix ms
+	UpdatedAt    int64                   `json:"updated_at"`   // Unix ms
+	Destinations []string                `json:"destinations"` // canonical origins, sorted
+	Targets      []credential.JSONTarget `json:"targets"`      // sorted by target
+	ValueLen     int                     `json:"value_len"`    // bytes of raw value after this line: the rest of the file exactly
 }
 
 // Store is a credential directory. Create it with Open.
