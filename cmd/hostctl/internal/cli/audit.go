@@ -303,17 +303,17 @@ func logDirs(logs []auditLog) string {
 
 // verifyRow is one log's line in `hostctl audit verify` (and its JSON).
 type verifyRow struct {
-	Daemon   string `json:"daemon"`
-	Dir      string `json:"dir"`
-	Present  bool   `json:"present"`
-	OK       bool   `json:"ok"`
-	Files    int    `json:"files"`
-	Records  int    `json:"records"`
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
-	Torn     int    `json:"torn"`
-	Code     string `json:"code,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Daemon   string `json:"daemon"`          // the daemon whose log this is (secretd, egressd, ...)
+	Dir      string `json:"dir"`             // the log's directory
+	Present  bool   `json:"present"`         // the log exists; the other counts are 0 when not
+	OK       bool   `json:"ok"`              // the chain verified: every record valid, seq +1, prev linked
+	Files    int    `json:"files"`           // files read, rotated and active
+	Records  int    `json:"records"`         // records in the chain
+	FirstSeq uint64 `json:"first_seq"`       // the first record's seq; 0 when none
+	LastSeq  uint64 `json:"last_seq"`        // the last record's seq; 0 when none
+	Torn     int    `json:"torn"`            // torn lines skipped (a write cut by a crash)
+	Code     string `json:"code,omitempty"`  // why it did not verify (audit.chain_broken, audit.corrupt, ...)
+	Error    string `json:"error,omitempty"` // the failure's message
 }
 
 func auditVerifyCmd(g *globals) *ffcli.Command {

@@ -20,15 +20,15 @@ import (
 
 // doctorRow is one daemon's line in `hostctl doctor` (and its JSON form).
 type doctorRow struct {
-	Daemon   string `json:"daemon"`
-	Expected bool   `json:"expected"`
-	Socket   string `json:"socket"`
-	Exists   bool   `json:"exists"`
-	Mode     string `json:"mode,omitempty"`
-	Owner    string `json:"owner,omitempty"`
-	DirMode  string `json:"dir_mode,omitempty"`
-	DirOwner string `json:"dir_owner,omitempty"`
-	Lock     string `json:"lock"` // held, free, missing, unknown
+	Daemon   string `json:"daemon"`              // secretd, egressd, supervisord or helper
+	Expected bool   `json:"expected"`            // the daemon should be running: unreachable is then a failure
+	Socket   string `json:"socket"`              // the API socket's path
+	Exists   bool   `json:"exists"`              // something exists at Socket
+	Mode     string `json:"mode,omitempty"`      // its permission bits, octal ("0600"), with " (not a socket)" when it is not one
+	Owner    string `json:"owner,omitempty"`     // its owner's user name (or uid)
+	DirMode  string `json:"dir_mode,omitempty"`  // the socket directory's permission bits, octal
+	DirOwner string `json:"dir_owner,omitempty"` // the socket directory's owner
+	Lock     string `json:"lock"`                // held, free, missing, unknown
 	// HostRuntimeEnabled is supervisord's host_runtime_enabled (nil for
 	// other daemons or when unreachable).
 	HostRuntimeEnabled *bool `json:"host_runtime_enabled,omitempty"`
@@ -38,17 +38,17 @@ type doctorRow struct {
 	// when not available (network.nftables_unavailable: isolated
 	// instances fail to start).
 	Nftables      string         `json:"nftables,omitempty"`
-	NftablesCode  string         `json:"nftables_code,omitempty"`
-	NftablesError string         `json:"nftables_error,omitempty"`
-	CABundle      string         `json:"ca_bundle,omitempty"` // egressd's public CA bundle, when present
-	Reachable     bool           `json:"reachable"`
-	Version       string         `json:"version,omitempty"`
-	Status        string         `json:"status,omitempty"`
-	Epoch         string         `json:"epoch,omitempty"`
-	UptimeMS      int64          `json:"uptime_ms,omitempty"`
-	Health        map[string]any `json:"health,omitempty"`
-	Error         string         `json:"error,omitempty"`
-	Code          string         `json:"code,omitempty"`
+	NftablesCode  string         `json:"nftables_code,omitempty"`  // see Nftables
+	NftablesError string         `json:"nftables_error,omitempty"` // the probe's message when not available
+	CABundle      string         `json:"ca_bundle,omitempty"`      // egressd's public CA bundle, when present
+	Reachable     bool           `json:"reachable"`                // health answered
+	Version       string         `json:"version,omitempty"`        // health's version
+	Status        string         `json:"status,omitempty"`         // health's status ("ok")
+	Epoch         string         `json:"epoch,omitempty"`          // health's epoch: 16 lowercase hex, new at every start
+	UptimeMS      int64          `json:"uptime_ms,omitempty"`      // health's uptime, milliseconds
+	Health        map[string]any `json:"health,omitempty"`         // the whole health answer
+	Error         string         `json:"error,omitempty"`          // why the daemon could not be reached or asked
+	Code          string         `json:"code,omitempty"`           // the health call's error code (daemon.unavailable, peer.denied, ...)
 }
 
 func doctorCmd(g *globals) *ffcli.Command {

@@ -24,13 +24,13 @@ func egressCmd(g *globals) *ffcli.Command {
 
 // egressStatsJSON is one invocation in `egress stats --json`.
 type egressStatsJSON struct {
-	Invocation         string `json:"invocation"`
-	NetworkEgressBytes uint64 `json:"network_egress_bytes"`
+	Invocation         string `json:"invocation"`           // the bundle's invocation id
+	NetworkEgressBytes uint64 `json:"network_egress_bytes"` // outbound request bytes as sent (line, headers, body)
 	// NetworkIngressBytes counts answer body bytes passed on, open
 	// streams' included.
 	NetworkIngressBytes uint64 `json:"network_ingress_bytes"`
-	Requests            uint64 `json:"requests"`
-	Refused             uint64 `json:"refused"`
+	Requests            uint64 `json:"requests"` // requests sent upstream
+	Refused             uint64 `json:"refused"`  // requests refused
 }
 
 func egressStatsCmd(g *globals) *ffcli.Command {

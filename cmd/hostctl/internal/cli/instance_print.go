@@ -7,48 +7,50 @@ import (
 	api "hostkit.dev/lib/api/supervisordapi"
 )
 
-// instanceJSON is an instance in --json output.
+// instanceJSON is an instance in --json output: supervisordapi.Instance's
+// fields (whose comments give the detail), times suffixed _ms.
 type instanceJSON struct {
-	InstanceID     string            `json:"instance_id"`
-	Name           string            `json:"name,omitempty"`
-	State          string            `json:"state"`
-	Command        []string          `json:"command"`
-	Runtime        string            `json:"runtime"`
-	ContainerID    string            `json:"container_id,omitempty"`
-	Image          *imageJSON        `json:"image,omitempty"`
-	Network        string            `json:"network"`
-	PID            int64             `json:"pid,omitempty"`
-	PGID           int64             `json:"pgid,omitempty"`
-	AgentUID       uint32            `json:"agent_uid"`
-	Isolated       bool              `json:"isolated"`
-	PTY            bool              `json:"pty"`
-	SessionBackend string            `json:"session_backend"`
-	Session        string            `json:"session"`
-	WorkingDir     string            `json:"working_dir"`
-	WatchAgent     string            `json:"watch_agent"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Loadout        string            `json:"loadout,omitempty"`
-	Profile        string            `json:"profile,omitempty"`
-	StopTimeoutMS  int64             `json:"stop_timeout_ms"`
-	Exit           *exitJSON         `json:"exit,omitempty"`
-	CreatedAt      int64             `json:"created_at_ms"`
-	StartedAt      int64             `json:"started_at_ms,omitempty"`
-	ExitedAt       int64             `json:"exited_at_ms,omitempty"`
-	BootID         string            `json:"boot_id,omitempty"`
-	Warning        string            `json:"warning,omitempty"`
+	InstanceID     string            `json:"instance_id"`             // canonical lowercase UUID
+	Name           string            `json:"name,omitempty"`          // the request's name
+	State          string            `json:"state"`                   // supervisordapi.State*
+	Command        []string          `json:"command"`                 // the agent's argv
+	Runtime        string            `json:"runtime"`                 // host or container
+	ContainerID    string            `json:"container_id,omitempty"`  // runtime container: the helper's container id
+	Image          *imageJSON        `json:"image,omitempty"`         // runtime container: the image it runs
+	Network        string            `json:"network"`                 // isolated, host or none
+	PID            int64             `json:"pid,omitempty"`           // the agent leader's pid
+	PGID           int64             `json:"pgid,omitempty"`          // the agent's process group id
+	AgentUID       uint32            `json:"agent_uid"`               // the uid the agent runs as
+	Isolated       bool              `json:"isolated"`                // the agent runs under a uid of its own
+	PTY            bool              `json:"pty"`                     // the agent runs on a pseudo-terminal
+	SessionBackend string            `json:"session_backend"`         // native or tmux
+	Session        string            `json:"session"`                 // direct or managed
+	WorkingDir     string            `json:"working_dir"`             // the agent's working directory
+	WatchAgent     string            `json:"watch_agent"`             // host-<first 8 hex of the id>
+	Labels         map[string]string `json:"labels,omitempty"`        // the request's labels
+	Loadout        string            `json:"loadout,omitempty"`       // the request's loadout
+	Profile        string            `json:"profile,omitempty"`       // the request's profile
+	StopTimeoutMS  int64             `json:"stop_timeout_ms"`         // ms a stop waits after SIGTERM
+	Exit           *exitJSON         `json:"exit,omitempty"`          // how the leader ended; absent while it runs
+	CreatedAt      int64             `json:"created_at_ms"`           // Unix ms
+	StartedAt      int64             `json:"started_at_ms,omitempty"` // Unix ms
+	ExitedAt       int64             `json:"exited_at_ms,omitempty"`  // Unix ms
+	BootID         string            `json:"boot_id,omitempty"`       // the kernel boot id the agent started in
+	Warning        string            `json:"warning,omitempty"`       // "; "-joined warnings (network host, not isolated, egress)
 }
 
 // imageJSON is a container instance's image: a local OCI layout and the
 // manifest digest it was verified against.
 type imageJSON struct {
-	Layout         string `json:"layout"`
-	ManifestDigest string `json:"manifest_digest"`
+	Layout         string `json:"layout"`          // absolute path of the OCI image layout
+	ManifestDigest string `json:"manifest_digest"` // "sha256:" + 64 lowercase hex
 }
 
+// exitJSON is supervisordapi.ExitStatus.
 type exitJSON struct {
-	Code    int64  `json:"code"`
-	Signal  string `json:"signal,omitempty"`
-	Unknown bool   `json:"unknown,omitempty"`
+	Code    int64  `json:"code"`              // exit code, when Signal is ""
+	Signal  string `json:"signal,omitempty"`  // terminating signal name, e.g. SIGKILL
+	Unknown bool   `json:"unknown,omitempty"` // the end was not observed
 }
 
 func toInstanceJSON(in *api.Instance) instanceJSON {

@@ -57,15 +57,15 @@ func leaseListCmd(g *globals) *ffcli.Command {
 
 // leaseJSON is one lease in `lease list --json`.
 type leaseJSON struct {
-	Invocation  string `json:"invocation"`
-	Credential  string `json:"credential"`
-	Destination string `json:"destination"`
-	Target      string `json:"target"`
-	HandleFP    string `json:"handle_fp"`
-	Placeholder string `json:"placeholder"`
-	StagerUID   uint32 `json:"stager_uid"`
-	StagedAt    int64  `json:"staged_at_ms"`
-	ExpiresAt   int64  `json:"expires_at_ms"`
+	Invocation  string `json:"invocation"`    // the invocation the lease is bound to
+	Credential  string `json:"credential"`    // the credential's name
+	Destination string `json:"destination"`   // the canonical origin the lease allows
+	Target      string `json:"target"`        // the target the lease allows
+	HandleFP    string `json:"handle_fp"`     // 12 hex characters naming the handle without revealing it
+	Placeholder string `json:"placeholder"`   // the lease's placeholder (not a secret)
+	StagerUID   uint32 `json:"stager_uid"`    // the staging peer's uid
+	StagedAt    int64  `json:"staged_at_ms"`  // Unix ms
+	ExpiresAt   int64  `json:"expires_at_ms"` // Unix ms
 }
 
 func leasesJSON(ls []secretdapi.LeaseMeta) map[string]any {

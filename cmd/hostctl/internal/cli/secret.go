@@ -211,20 +211,20 @@ func secretListCmd(g *globals) *ffcli.Command {
 
 // credentialJSON is a credential's metadata in `secret list --json`.
 type credentialJSON struct {
-	Name         string       `json:"name"`
-	Source       string       `json:"source"`
-	Version      uint64       `json:"version"`
-	Destinations []string     `json:"destinations"`
-	Targets      []targetJSON `json:"targets"`
-	CreatedAt    int64        `json:"created_at_ms"`
-	UpdatedAt    int64        `json:"updated_at_ms"`
+	Name         string       `json:"name"`          // the credential's name
+	Source       string       `json:"source"`        // "store" or "systemd"
+	Version      uint64       `json:"version"`       // 1 on first put, +1 on each replace
+	Destinations []string     `json:"destinations"`  // canonical origins
+	Targets      []targetJSON `json:"targets"`       // sorted by target
+	CreatedAt    int64        `json:"created_at_ms"` // Unix ms
+	UpdatedAt    int64        `json:"updated_at_ms"` // Unix ms
 }
 
 // targetJSON is one target in `secret list --json`.
 type targetJSON struct {
-	Target    string `json:"target"`
-	Template  string `json:"template,omitempty"`
-	Overwrite bool   `json:"overwrite,omitempty"`
+	Target    string `json:"target"`               // header:<Name>, query:<param>, path:<name>, body:<pointer>, basic:password or basic:user
+	Template  string `json:"template,omitempty"`   // header targets: the value with `{}` for the credential
+	Overwrite bool   `json:"overwrite,omitempty"`  // header targets: replace a header the agent sent
 	BasicUser string `json:"basic_user,omitempty"` // basic:password: the fixed user-id
 }
 
