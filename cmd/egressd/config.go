@@ -88,40 +88,40 @@ func (f *flags) register(fs *flag.FlagSet) {
 
 // Config is egressd's validated configuration.
 type Config struct {
-	ProxyAddress  netip.AddrPort
-	ProxySocket   string
-	CABundlePath  string
-	SecretdSocket string
-	HostMap       transport.HostMap
-	RootCAs       *x509.CertPool // nil: system roots
-	Owner         loopowner.Checker
-	AuditFsync    bool
-	MaxBody       int
-	MaxResponse   int // 0: no cap
-	BufferBudget  int
-	Timeouts      timeouts
-	Strip         []string
+	ProxyAddress  netip.AddrPort     // -proxy-address: the proxy face's TCP listener (port 0 picks one)
+	ProxySocket   string             // the proxy face's Unix socket, <run>/egressd/proxy.sock
+	CABundlePath  string             // where the public CA bundle is written, <public>/egressd-ca.pem
+	SecretdSocket string             // -secretd-socket: secretd's API socket (default <run>/secretd/api.sock)
+	HostMap       transport.HostMap  // -resolve entries: the only way to reach a non-public address by name
+	RootCAs       *x509.CertPool     // nil: system roots
+	Owner         loopowner.Checker  // the loopback listener owner check, with -agent-uids
+	AuditFsync    bool               // -audit-fsync always (true) or never
+	MaxBody       int                // -max-request-body: bytes of a request body read whole (default 32 MiB)
+	MaxResponse   int                // 0: no cap
+	BufferBudget  int                // -buffer-budget: bytes of request bodies held at once, all requests (default 256 MiB)
+	Timeouts      timeouts           // the exchange's timeouts by phase
+	Strip         []string           // -strip-response-header: response headers removed
 	ExtraCAPEM    []byte             // -ca-file's content, also put in the public CA bundle
 	Anonymous     *egressdapi.Policy // nil: anonymous proxy use refused
-	Proxy         proxyLimits
+	Proxy         proxyLimits        // the proxy face's limits
 }
 
 // timeouts are the exchange's timeouts by phase (zero Total: none).
 type timeouts struct {
-	Dial, TLSHandshake, ResponseHeader, Idle, Total time.Duration
+	Dial, TLSHandshake, ResponseHeader, Idle, Total time.Duration // the -dial-timeout, ... -total-timeout flags
 	// Renamed holds a warning for each deprecated flag name used.
 	Renamed []string
 }
 
 // proxyLimits are the proxy face's limits (proxy.Config).
 type proxyLimits struct {
-	MaxTunnels, MaxHeader int
-	Handshake, Idle       time.Duration
-	AuthAuditRate         float64
-	InvTunnels            int
-	InvRequests           int
-	InvStreams            int
-	MaxConns              int
+	MaxTunnels, MaxHeader int           // -proxy-max-tunnels (tunnels); -proxy-max-header-bytes (bytes)
+	Handshake, Idle       time.Duration // -proxy-handshake-timeout; -proxy-idle-timeout
+	AuthAuditRate         float64       // -proxy-auth-audit-rate: failed authentications audited per second
+	InvTunnels            int           // -proxy-max-tunnels-per-invocation (0: a quarter of MaxTunnels)
+	InvRequests           int           // -proxy-max-requests-per-invocation
+	InvStreams            int           // -proxy-max-streams-per-invocation (0: a quarter of MaxConns)
+	MaxConns              int           // -proxy-max-conns: open proxy client connections
 	ReregisterGrace       time.Duration // 0: none
 }
 

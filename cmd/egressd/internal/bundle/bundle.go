@@ -51,7 +51,7 @@ func (c *Credential) Value() []byte { return c.value.Bytes() }
 
 // Bundle is one invocation's registration.
 type Bundle struct {
-	Invocation   string
+	Invocation   string    // [a-z0-9-]{1,64}: the registry's key
 	Owner        string    // the registering stager's owner id ("" = none)
 	RegisteredAt time.Time // when Register stored it
 	policy       policy.Policy

@@ -29,10 +29,10 @@ import (
 
 // CA is a throwaway certificate authority.
 type CA struct {
-	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
-	Pool *x509.CertPool
-	PEM  []byte
+	Cert *x509.Certificate // the self-signed CA certificate
+	Key  *ecdsa.PrivateKey // its private key
+	Pool *x509.CertPool    // a pool holding only Cert
+	PEM  []byte            // Cert, PEM-encoded
 }
 
 // NewCA creates a CA valid for an hour.
@@ -153,7 +153,7 @@ func AgentListener(t testing.TB, uid uint32) int {
 // it to build bundles; egressd's integration tests consume from the real
 // secretd.
 type Consumer struct {
-	Leases []secretdapi.Lease
+	Leases []secretdapi.Lease // by position: the i-th handle gets Leases[i], with that handle and a copy of its value
 	// Placeholders overrides the placeholder answered for a handle (the
 	// map's key is the handle's bytes): secretd's placeholders are
 	// unique per lease, and egressd refuses a bundle whose placeholder

@@ -22,7 +22,7 @@ const BasicHeader = "Authorization"
 // Basic is a decoded HTTP Basic credential (RFC 7617 §2): the user-id
 // (everything before the first ':') and the password (everything after).
 type Basic struct {
-	User, Password string
+	User, Password string // UTF-8 without a control character; User without ':'
 }
 
 // Half returns the user-id (BasicUser) or the password (any other name).

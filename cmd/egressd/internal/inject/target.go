@@ -48,7 +48,7 @@ func (k Kind) String() string {
 
 // Target is a parsed staged target.
 type Target struct {
-	Kind Kind
+	Kind Kind // header, query, path, body or basic
 	// Name is the canonical header name, the query parameter, the path
 	// segment name, the RFC 6901 pointer, or the Basic half (BasicUser,
 	// BasicPassword).

@@ -47,8 +47,8 @@ func (c Checker) agent(uid uint32) bool {
 
 // Listener is one LISTEN socket (from sock_diag or /proc/net/tcp{,6}).
 type Listener struct {
-	Addr netip.AddrPort
-	UID  uint32
+	Addr netip.AddrPort // the local address and port it listens on
+	UID  uint32         // the socket's owner uid
 }
 
 // decide applies the rule to the listeners that could accept a connection

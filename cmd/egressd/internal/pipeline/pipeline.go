@@ -48,12 +48,12 @@ const DefaultMaxBuffered = 4 << 20
 // Config holds a Pipeline's dependencies and limits. Zero limits take the
 // defaults noted.
 type Config struct {
-	Registry  *bundle.Registry
-	Transport *transport.Transport
-	Owner     OwnerChecker
-	Audit     Auditor
-	Logger    *slog.Logger
-	Limits    request.Limits // request caps (request.Limits defaults)
+	Registry  *bundle.Registry     // the bundles: credentials and policies by invocation
+	Transport *transport.Transport // the checked-address dialer and connection pools
+	Owner     OwnerChecker         // the loopback listener owner check
+	Audit     Auditor              // the audit sink: before/after and refused records
+	Logger    *slog.Logger         // the redacting logger: one egress.decision line per request
+	Limits    request.Limits       // request caps (request.Limits defaults)
 	// MaxResponse caps a response body in decoded bytes; past it the
 	// answer is cut (egress.response_too_large). Zero: no cap.
 	MaxResponse int
@@ -105,13 +105,13 @@ func New(cfg Config) *Pipeline {
 
 // Input is one request as a caller gives it.
 type Input struct {
-	Invocation string
-	Method     string
-	URL        string
-	Header     []request.Field
-	Body       []byte
-	Actor      audit.Actor // the peer, for audit
-	Corr       string      // correlation id, for audit and the log line
+	Invocation string          // the bundle the request goes out for
+	Method     string          // the HTTP method token
+	URL        string          // the absolute target URL, as sent
+	Header     []request.Field // the caller's header fields, in order
+	Body       []byte          // the request body; nil = none
+	Actor      audit.Actor     // the peer, for audit
+	Corr       string          // correlation id, for audit and the log line
 	// Bundle, when set, is used instead of looking Invocation up (the
 	// proxy face has authenticated it already, or it is the anonymous
 	// bundle).
@@ -157,7 +157,7 @@ type Input struct {
 
 // Output is the sanitized upstream answer.
 type Output struct {
-	Status int
+	Status int             // the upstream's status code
 	Header []request.Field // sorted by name; repeats kept in order
-	Body   []byte
+	Body   []byte          // decoded and scrubbed; at most Config.MaxBuffered bytes
 }

@@ -37,8 +37,8 @@ const (
 // self-signed certificate kept in the state directory, and a cache of
 // short-lived leaf certificates it issued.
 type CA struct {
-	Cert *x509.Certificate
-	PEM  []byte // the certificate, PEM
+	Cert *x509.Certificate // the CA's self-signed certificate
+	PEM  []byte            // the certificate, PEM
 	key  *ecdsa.PrivateKey
 
 	mu     sync.Mutex

@@ -39,13 +39,13 @@ import (
 // Config holds a Server's dependencies and limits. Zero limits take the
 // defaults noted.
 type Config struct {
-	Registry  *bundle.Registry
-	Pipeline  *pipeline.Pipeline
+	Registry  *bundle.Registry     // the bundles, for proxy tokens and policies
+	Pipeline  *pipeline.Pipeline   // the request pipeline every proxied request goes through
 	Transport *transport.Transport // routes CONNECT authorities
-	CA        *CA
-	Audit     pipeline.Auditor
-	Logger    *slog.Logger
-	Anonymous *bundle.Bundle // nil: anonymous use is refused (the default)
+	CA        *CA                  // issues the leaf certificates of intercepted tunnels
+	Audit     pipeline.Auditor     // the audit sink
+	Logger    *slog.Logger         // the redacting logger
+	Anonymous *bundle.Bundle       // nil: anonymous use is refused (the default)
 
 	MaxTunnels       int           // concurrent CONNECT tunnels, opaque or intercepted; default 512
 	HandshakeTimeout time.Duration // first request header and TLS handshake; default 10 s
@@ -68,8 +68,8 @@ type Config struct {
 	// closed). Past a per-invocation bound the answer is 503
 	// server.busy for that invocation only.
 	MaxTunnelsPerInvocation  int
-	MaxRequestsPerInvocation int
-	MaxConns                 int
+	MaxRequestsPerInvocation int // see MaxTunnelsPerInvocation
+	MaxConns                 int // see MaxTunnelsPerInvocation
 	// MaxStreamsPerInvocation bounds the answers one invocation streams
 	// (and WebSocket connections it relays) at once, after their header
 	// arrived and its request slot went back; default a quarter of
@@ -87,8 +87,8 @@ type Config struct {
 	// a refusal is still answered and is counted; the next such record
 	// carries the count as "suppressed" (and Close writes one for a count
 	// left over).
-	AuthAuditRate  float64
-	AuthAuditBurst int
+	AuthAuditRate  float64 // records per second
+	AuthAuditBurst int     // the bucket's size, in records
 
 	// ReregisterGrace is how long after New a request whose credentials
 	// name a well-formed invocation without a bundle is answered 503

@@ -14,7 +14,7 @@ import (
 
 // Field is one header field as the caller sent it.
 type Field struct {
-	Name, Value string
+	Name, Value string // the field name (an RFC 9110 token) and its value, unchanged
 }
 
 // Limits caps what Parse accepts. Zero fields take the defaults.

@@ -21,10 +21,10 @@ import (
 
 // Server holds what the ops need.
 type Server struct {
-	Registry *bundle.Registry
-	Pipeline *pipeline.Pipeline
-	Audit    pipeline.Auditor
-	Logger   *slog.Logger
+	Registry *bundle.Registry        // the bundles: register, drop, list, stats
+	Pipeline *pipeline.Pipeline      // the request pipeline of egress.request and its streamed forms
+	Audit    pipeline.Auditor        // the audit sink
+	Logger   *slog.Logger            // the redacting logger
 	Info     egressdapi.InfoResponse // epoch, proxy address and socket, CA bundle path
 	// StreamIdle bounds the write of one frame of a streamed answer
 	// (egress.request_stream) to a client that stopped reading

@@ -37,12 +37,12 @@ const MaxControlPayload = 125
 // Header is one frame's header. Length is the payload length in bytes;
 // Mask is the masking key when Masked.
 type Header struct {
-	Fin    bool
-	RSV    byte // the three reserved bits, as bits 0x4, 0x2, 0x1
-	Opcode byte
-	Masked bool
-	Mask   [4]byte
-	Length int64
+	Fin    bool    // the final fragment of a message (RFC 6455 section 5.2, FIN)
+	RSV    byte    // the three reserved bits, as bits 0x4, 0x2, 0x1
+	Opcode byte    // 0x0 continuation, 0x1 text, 0x2 binary, 0x8 close, 0x9 ping, 0xA pong (section 5.2)
+	Masked bool    // the payload is masked: every client-to-server frame (section 5.3)
+	Mask   [4]byte // the masking key; zero when not Masked
+	Length int64   // payload bytes, 0 to 2^63-1 (the 7-bit, 16-bit or 64-bit form)
 }
 
 // IsControl reports whether the opcode is a control frame's (close,
