@@ -19,10 +19,10 @@ import (
 // digest), the command (process.args) and the exact environment
 // ("KEY=value", replacing the image's).
 type Spec struct {
-	Image   helperapi.ImageRef
-	Command []string
-	Env     []string
-	Start   bool // start the container (else it stays created)
+	Image   helperapi.ImageRef // the local OCI layout and manifest digest
+	Command []string           // process.args
+	Env     []string           // process.env, "KEY=value", sorted
+	Start   bool               // start the container (else it stays created)
 }
 
 // openSession dials the helper with timeout, negotiates and checks rec's

@@ -46,7 +46,7 @@ type Config struct {
 	// and health says so. Credentialed instances always fail closed.
 	Required bool
 	Timeout  time.Duration // per call; 0 = DefaultTimeout
-	Logger   *slog.Logger
+	Logger   *slog.Logger  // the daemon's redacting logger
 	// PublicDir is the layout's public directory (0755, files 0644),
 	// where the shared wgetrc is written; "" = no WGETRC.
 	PublicDir string
@@ -114,8 +114,8 @@ type Record struct {
 // the agent's environment (they override the request's env) and the
 // origins of the staged credentials' destinations.
 type Grant struct {
-	Record Record
-	Env    map[string]string
+	Record Record            // what metadata.json keeps of the bundle
+	Env    map[string]string // placeholders under the requested names, proxy and CA variables; empty when egress is degraded
 	// Destinations holds each staged lease's destination origin (as
 	// secretd recorded it: the request's, or the credential's own when
 	// the request named none), in request order, without repeats. An

@@ -23,19 +23,19 @@ import (
 
 // Config is the manager's configuration.
 type Config struct {
-	HostRuntimeEnabled bool   // -host-runtime-enabled
-	StateDir           string // <state>/supervisord; instances live in StateDir/instances
-	HolderDir          string // <run>/supervisord/h: holder sockets
-	Exe                string // this binary, re-executed as `supervisord holder`
-	DefaultWorkingDir  string // used when a request names none
-	UIDMin, UIDMax     int    // agent uid range (inclusive), used when root
-	LogMaxMB           int    // output log size cap per file, MiB (min 1)
-	LogFiles           int    // output log files kept, the current one included (min 1)
-	ProxySocket        string // egressd's proxy.sock, bridged into network isolated namespaces
-	SyntheticNames     int    // -synthetic-names: names an isolated instance's resolver answers for (0: the default)
-	DefaultNetwork     string // -default-network: the mode of a host instance whose request names none; "" = api.DefaultNetwork
-	Tmux               string // the tmux binary (session_backend tmux); "" = tmux in PATH
-	Logger             *slog.Logger
+	HostRuntimeEnabled bool           // -host-runtime-enabled
+	StateDir           string         // <state>/supervisord; instances live in StateDir/instances
+	HolderDir          string         // <run>/supervisord/h: holder sockets
+	Exe                string         // this binary, re-executed as `supervisord holder`
+	DefaultWorkingDir  string         // used when a request names none
+	UIDMin, UIDMax     int            // agent uid range (inclusive), used when root
+	LogMaxMB           int            // output log size cap per file, MiB (min 1)
+	LogFiles           int            // output log files kept, the current one included (min 1)
+	ProxySocket        string         // egressd's proxy.sock, bridged into network isolated namespaces
+	SyntheticNames     int            // -synthetic-names: names an isolated instance's resolver answers for (0: the default)
+	DefaultNetwork     string         // -default-network: the mode of a host instance whose request names none; "" = api.DefaultNetwork
+	Tmux               string         // the tmux binary (session_backend tmux); "" = tmux in PATH
+	Logger             *slog.Logger   // the daemon's redacting logger
 	Egress             *egress.Client // stages leases and registers bundles; nil: credentialed provisioning fails closed
 	HolderPool         int            // holders kept started and idle (0: each provision starts its own); at most MaxHolderPool
 

@@ -25,15 +25,15 @@ type EgressConfig struct {
 	// destinations: the resolver answers for their hosts too, as egressd
 	// lets the instance reach them whatever Allow says (Resolvable).
 	Destinations []string
-	MaxNames     int // names the resolver gives addresses to; 0 = DefaultMaxNames
-	Log          *slog.Logger
+	MaxNames     int          // names the resolver gives addresses to; 0 = DefaultMaxNames
+	Log          *slog.Logger // the holder's logger
 }
 
 // Egress is an instance's transparent egress: its resolver's names and
 // refusals, and its namespace's counters.
 type Egress struct {
-	Names    *Names
-	Refusals *Refusals
+	Names    *Names    // the synthetic addresses the resolver gave, by name
+	Refusals *Refusals // the names the resolver refused, for supervisord's audit
 	nsfd     int
 }
 

@@ -26,16 +26,16 @@ func (ns *NS) Close() {}
 
 // EgressConfig is what transparent egress needs of an instance.
 type EgressConfig struct {
-	ProxySocket, Invocation, Token string
-	Allow, Destinations            []string
-	MaxNames                       int
-	Log                            *slog.Logger
+	ProxySocket, Invocation, Token string       // as on Linux
+	Allow, Destinations            []string     // as on Linux
+	MaxNames                       int          // as on Linux
+	Log                            *slog.Logger // as on Linux
 }
 
 // Egress is an instance's transparent egress; none exists on this system.
 type Egress struct {
-	Names    *Names
-	Refusals *Refusals
+	Names    *Names    // as on Linux; never set here
+	Refusals *Refusals // as on Linux; never set here
 }
 
 // ProbeNftables fails with runtime.unavailable: network namespaces need

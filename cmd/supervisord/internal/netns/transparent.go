@@ -36,10 +36,10 @@ const peekMax = 8
 // guessed at. egressd decides; a refused TLS or raw connection is reset,
 // a refused plain-HTTP one gets egressd's answer.
 type Relay struct {
-	Names       *Names
-	ProxySocket string // egressd's proxy.sock
-	Auth        string // the Proxy-Authorization value ("" sends none)
-	Log         *slog.Logger
+	Names       *Names       // the synthetic addresses and the names they were given for
+	ProxySocket string       // egressd's proxy.sock
+	Auth        string       // the Proxy-Authorization value ("" sends none)
+	Log         *slog.Logger // the holder's logger
 	// origDst returns a connection's destination before the redirect.
 	origDst func(*net.TCPConn) (netip.AddrPort, error)
 }

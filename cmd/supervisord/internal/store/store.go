@@ -151,7 +151,9 @@ type ExitRecord struct {
 }
 
 // Store is the instances directory.
-type Store struct{ Root string }
+type Store struct {
+	Root string // the instances directory, <state>/supervisord/instances
+}
 
 // Dir is instance id's directory.
 func (s Store) Dir(id string) string { return filepath.Join(s.Root, id) }
@@ -260,10 +262,10 @@ func (s Store) Trash(id string) (string, error) {
 
 // Entry is one entry of the instances directory.
 type Entry struct {
-	Name  string
+	Name  string // the entry's file name
 	ID    string // the canonical instance id, or "" when Name is none
-	Dir   bool
-	Trash bool // a directory being removed (TrashPrefix)
+	Dir   bool   // the entry is a directory (a symlink to one is not)
+	Trash bool   // a directory being removed (TrashPrefix)
 }
 
 // Entries lists the instances directory, sorted by name.
