@@ -17,7 +17,7 @@ const (
 	CodeNetworkUnavailable     = "network.unavailable"          // network isolated (asked for, or the default) cannot be had here: no namespace; never a fallback to host
 	CodeRuntimeNotImplemented  = "runtime.not_implemented"      // host runtime not enabled, or not supported on this OS
 	CodeRuntimeUnavailable     = "runtime.unavailable"          // e.g. container before the helper exists
-	CodeSignalInvalid          = "signal.invalid"               // not a signal name supervisord knows, nor a number 1..64
+	CodeSignalInvalid          = "signal.invalid"               // neither a number 1..64 nor a signal name of this system
 	CodeStreamSlow             = "stream.slow_client"           // an attached client fell behind and was dropped
 	CodeUIDExhausted           = "uid.exhausted"                // no free agent uid in the range
 	CodeWorkingDirNotFound     = "working_dir.not_found"        // working_dir is not absolute, or not an existing directory

@@ -118,9 +118,9 @@ type ListResponse struct {
 // SignalRequest sends a signal to the instance's process group.
 type SignalRequest struct {
 	InstanceID string `msgpack:"instance_id"` // as IDRequest.InstanceID; instance.not_running when no holder serves it
-	// Signal is a name with or without "SIG", any case (HUP, INT, QUIT,
-	// KILL, USR1, USR2, PIPE, ALRM, TERM, CONT, STOP, TSTP, WINCH), or a
-	// number 1..64 (signal(7)); else signal.invalid.
+	// Signal is a number 1..64, or a name of this system's signals
+	// (signal(7): HUP, INT, TERM, KILL, USR1, WINCH, ...) with or without
+	// "SIG", in any case; else signal.invalid.
 	Signal string `msgpack:"signal"`
 }
 
