@@ -32,7 +32,7 @@ func (m *Manager) OpenAttach(ctx context.Context, call *rpc.Call, req *api.Attac
 	}
 	hc, err := openHolderAttach(ctx, m.sockPath(md.ID), &holder.AttachRequest{Rows: req.Rows, Cols: req.Cols}, holderTimeout)
 	if err != nil {
-		if !m.holderAlive(md.ID) {
+		if !m.h.alive(md.ID) {
 			if m.ended(ctx, md, true) {
 				return nil, wire.Errorf(api.CodeInstanceExited, "instance %s has ended", md.ID)
 			}
@@ -57,7 +57,7 @@ type openedAttach struct {
 // and a reconcile records its exit.json.
 func (m *Manager) ended(ctx context.Context, md *store.Metadata, holderGone bool) bool {
 	if !holderGone {
-		s, err := m.holderStatus(ctx, md.ID)
+		s, err := m.h.status(ctx, md.ID)
 		return err == nil && terminal(s.State)
 	}
 	if unlock, ok := m.tryLock(md.ID); ok {

@@ -119,7 +119,7 @@ func (m *Manager) sweepEgress(ctx context.Context) {
 		if err != nil || md.Egress == nil || !md.Egress.Registered || md.State == api.StateCreated || pendingIntent(md) {
 			continue // pendingIntent: the operation under way (or its finisher) releases it
 		}
-		if !terminal(md.State) && (isContainer(md) || (!exists(m.st.Path(id, store.FileExit)) && m.holderAlive(id))) {
+		if !terminal(md.State) && (isContainer(md) || (!exists(m.st.Path(id, store.FileExit)) && m.h.alive(id))) {
 			continue // running, as far as a file check tells
 		}
 		func() {

@@ -154,7 +154,7 @@ func (m *Manager) undoProvision(ctx context.Context, md *store.Metadata) {
 func (m *Manager) reclaimBroken(ctx context.Context, id string, lerr error) {
 	var se *json.SyntaxError
 	broken := errors.Is(lerr, os.ErrNotExist) || errors.As(lerr, &se)
-	if !broken || m.holderAlive(id) {
+	if !broken || m.h.alive(id) {
 		m.cfg.Logger.Warn("instance.unreadable", slog.String("instance", id), slog.Any("err", lerr))
 		return
 	}

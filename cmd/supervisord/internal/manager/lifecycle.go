@@ -9,10 +9,8 @@ import (
 	"time"
 
 	api "hostkit.dev/lib/api/supervisordapi"
-	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
-	"hostkit.dev/cmd/supervisord/internal/holder"
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
@@ -32,19 +30,6 @@ func (m *Manager) load(id string) (*store.Metadata, error) {
 		return nil, wire.Errorf(api.CodeInstanceNotFound, "no instance %s", id)
 	}
 	return md, err
-}
-
-// holderClient returns an rpc client for instance id's holder.
-func (m *Manager) holderClient(id string, timeout time.Duration) *rpc.Client {
-	return rpc.NewClient(m.sockPath(id), timeout)
-}
-
-// holderStatus asks the holder for its status.
-func (m *Manager) holderStatus(ctx context.Context, id string) (*holder.Status, error) {
-	c := m.holderClient(id, holderTimeout)
-	defer c.Close()
-	var s holder.Status
-	return &s, c.Call(ctx, holder.OpStatus, nil, &s)
 }
 
 // reconcile brings md up to date with what is on disk and alive, and
@@ -73,8 +58,8 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 		md.Holder, md.Agent, md.PGID, md.StartedAt = hr.Holder, hr.Agent, hr.PGID, hr.StartedAt
 		md.State = api.StateRunning
 	}
-	if m.holderAlive(id) {
-		if s, err := m.holderStatus(ctx, id); err == nil && !terminal(s.State) {
+	if m.h.alive(id) {
+		if s, err := m.h.status(ctx, id); err == nil && !terminal(s.State) {
 			md.State = s.State
 			md.Restarts = int(s.Restarts)
 		}
@@ -100,7 +85,7 @@ func (m *Manager) reconcile(ctx context.Context, md *store.Metadata) {
 		m.applyExit(md, &ex)
 		return
 	}
-	killed := killOrphan(md)
+	killed := m.h.killOrphan(md)
 	m.cfg.Logger.Warn("instance.holder_lost", slog.String("instance", id), slog.Bool("orphan_killed", killed))
 	md.State = api.StateExited
 	md.Exit = &api.ExitStatus{Unknown: true}

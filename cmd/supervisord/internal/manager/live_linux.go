@@ -13,11 +13,11 @@ import (
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
-// holderAlive reports whether instance id's holder runs: it holds flock on
+// alive reports whether instance id's holder runs: it holds flock on
 // <sock>.lock for its whole life, so a free lock means it is gone — a
 // test no recycled pid can fool.
-func (m *Manager) holderAlive(id string) bool {
-	f, err := os.OpenFile(m.sockPath(id)+".lock", os.O_RDWR, 0)
+func (h procHolders) alive(id string) bool {
+	f, err := os.OpenFile(h.sock(id)+".lock", os.O_RDWR, 0)
 	if err != nil {
 		return false
 	}
@@ -42,7 +42,7 @@ func (m *Manager) holderAlive(id string) bool {
 // and boot id): it is stopped first (so its pid, the group id, cannot be
 // recycled meanwhile), its process group is killed, then the leader. It
 // reports whether it signalled anything.
-func killOrphan(md *store.Metadata) bool {
+func (h procHolders) killOrphan(md *store.Metadata) bool {
 	a := md.Agent
 	if a.PID <= 1 || a.StartTime == 0 {
 		return false
@@ -72,20 +72,24 @@ func (m *Manager) holderTook(md *store.Metadata) bool {
 		return true
 	}
 	if md.Intent == nil || md.Intent.Holder == nil {
-		return m.holderAlive(md.ID) // never assigned (the identity is saved before the assignment)
+		return m.h.alive(md.ID) // never assigned (the identity is saved before the assignment)
 	}
 	h := *md.Intent.Holder
 	end, killed := time.Now().Add(spawnTimeout), false
-	for proc.Alive(h) && time.Now().Before(end.Add(5*time.Second)) {
+	for m.h.running(h) && time.Now().Before(end.Add(5*time.Second)) {
 		if took() {
 			return true
 		}
 		if !killed && time.Now().After(end) {
 			m.cfg.Logger.Warn("instance.holder_stuck", slog.String("instance", md.ID), slog.Int("holder_pid", h.PID))
-			_ = proc.SignalVerified(h, unix.SIGKILL)
+			m.h.kill(h)
 			killed = true
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return took()
 }
+
+func (h procHolders) running(id proc.Identity) bool { return proc.Alive(id) }
+
+func (h procHolders) kill(id proc.Identity) { _ = proc.SignalVerified(id, unix.SIGKILL) }

@@ -2,10 +2,17 @@
 
 package manager
 
-import "hostkit.dev/cmd/supervisord/internal/store"
+import (
+	"hostkit.dev/cmd/supervisord/internal/proc"
+	"hostkit.dev/cmd/supervisord/internal/store"
+)
 
-func (m *Manager) holderAlive(id string) bool { return false }
+func (h procHolders) alive(id string) bool { return false }
 
-func killOrphan(md *store.Metadata) bool { return false }
+func (h procHolders) running(id proc.Identity) bool { return false }
+
+func (h procHolders) kill(id proc.Identity) {}
+
+func (h procHolders) killOrphan(md *store.Metadata) bool { return false }
 
 func (m *Manager) holderTook(md *store.Metadata) bool { return false }

@@ -108,7 +108,7 @@ func (m *Manager) FollowLogs(ctx context.Context, call *rpc.Call, st *rpc.Stream
 			}
 			continue
 		}
-		if ended || (!m.holderAlive(id) && !ended) {
+		if ended || (!m.h.alive(id) && !ended) {
 			e := ex.Exit
 			return send(&wire.StreamFrame{T: wire.StreamExit, Status: holder.ExitCode(&e)})
 		}

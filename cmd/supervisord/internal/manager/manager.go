@@ -67,6 +67,7 @@ type Manager struct {
 	streams sync.Map       // call id → holder stream opened by the attach handler
 	rr      reregState     // re-registrations after egressd forgot the bundles (reregister.go)
 	pool    *holderPool    // filled by RunPool
+	h       holders        // the holder processes (procHolders, from pool)
 	rec     recovery       // intents and sweeps left for later (intent.go)
 	nsErr   error          // why no namespace could be made at start (root only); nil: network isolated works
 	nft     map[string]any // Health's nftables fields, set once by New
@@ -84,6 +85,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, st: store.Store{Root: filepath.Join(cfg.StateDir, "instances")}, root: os.Geteuid() == 0, locks: map[string]*sync.Mutex{}, uids: map[string]int{},
 		pool: newHolderPool(cfg.Exe, cfg.HolderDir, cfg.HolderPool, cfg.Logger), rr: reregState{kick: make(chan struct{}, 1)}}
+	m.h = procHolders{pool: m.pool, sock: m.sockPath}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, err
 	}

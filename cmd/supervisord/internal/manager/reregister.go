@@ -137,7 +137,7 @@ func (m *Manager) needsReregister(md *store.Metadata) bool {
 	if r == nil || !r.Registered || isContainer(md) || pendingIntent(md) || terminal(md.State) || md.State == api.StateCreated {
 		return false
 	}
-	return m.cfg.Egress.Lost(r.Epoch) && !exists(m.st.Path(md.ID, store.FileExit)) && m.holderAlive(md.ID)
+	return m.cfg.Egress.Lost(r.Epoch) && !exists(m.st.Path(md.ID, store.FileExit)) && m.h.alive(md.ID)
 }
 
 func (m *Manager) forgetRetry(id string) {

@@ -8,8 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 	api "hostkit.dev/lib/api/supervisordapi"
 	"hostkit.dev/lib/wire"
-
-	"hostkit.dev/cmd/supervisord/internal/holder"
 )
 
 // ParseSignal parses a signal number (1..64) or name. A name is one of
@@ -44,10 +42,8 @@ func (m *Manager) Signal(ctx context.Context, id, sig string) error {
 	if isContainer(md) {
 		return errNoSignal() // container.go
 	}
-	if terminal(md.State) || !m.holderAlive(md.ID) {
+	if terminal(md.State) || !m.h.alive(md.ID) {
 		return wire.Errorf(api.CodeInstanceNotRunning, "instance %s is not running", md.ID)
 	}
-	c := m.holderClient(md.ID, holderTimeout)
-	defer c.Close()
-	return c.Call(ctx, holder.OpSignal, &holder.SignalRequest{Signal: n}, nil)
+	return m.h.signal(ctx, md.ID, n)
 }

@@ -41,13 +41,24 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 		return err
 	}
 	a := holder.Assignment{Dir: m.st.Dir(id), Sock: m.sockPath(id), Nonce: md.Intent.Nonce}
-	r, ph, err := m.assign(md, a)
-	m.pool.refill()
-	if ph != nil {
+	// The holder's identity goes into the intent, with agent.env's bundle
+	// record (one atomic write), before the assignment is sent: a restart
+	// that finds the intent waits for that holder rather than undo an
+	// instance it is starting.
+	record := func(hid proc.Identity) error {
+		md.Intent.Holder = &hid
+		if err := m.st.SaveAtomic(md); err != nil {
+			return err
+		}
+		fault.Point(fault.ProvisionRecord)
+		return nil
+	}
+	r, recorded, err := m.h.start(a, record)
+	if recorded != nil {
 		// The answer waits for holder.json too (written by the holder
 		// right after its Ready message, while we save metadata.json):
 		// once acknowledged, an instance has both records.
-		defer ph.recorded(time.Now().Add(spawnTimeout))
+		defer recorded(time.Now().Add(spawnTimeout))
 	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -85,20 +96,28 @@ func (m *Manager) spawn(ctx context.Context, md *store.Metadata) error {
 	return nil
 }
 
+// start is holders.start with the pool's holders; it wakes the pool's
+// filler once the provision that took a holder is past its own start,
+// so the two do not race for the CPU.
+func (h procHolders) start(a holder.Assignment, record func(proc.Identity) error) (holder.Ready, func(time.Time), error) {
+	r, ph, err := h.assign(a, record)
+	h.pool.refill()
+	if ph == nil {
+		return r, nil, err
+	}
+	return r, ph.recorded, err
+}
+
 // assign gives instance a to a holder and returns its Ready message and
-// the holder (nil when none took the assignment), whose recorded the
-// caller must call. Before the assignment is sent, the holder's identity
-// is written into md's intent with agent.env's bundle record (one atomic
-// write): a restart that finds the intent waits for that holder rather
-// than undo an instance it is starting. A pooled holder that cannot take
-// the assignment (it died while idle) is replaced once by a fresh one:
-// the assignment never reached it, so nothing of the instance happened
-// there.
-func (m *Manager) assign(md *store.Metadata, a holder.Assignment) (holder.Ready, *pooledHolder, error) {
+// the holder (nil when none took the assignment). A pooled holder that
+// cannot take the assignment (it died while idle) is replaced once by a
+// fresh one: the assignment never reached it, so nothing of the instance
+// happened there.
+func (h procHolders) assign(a holder.Assignment, record func(proc.Identity) error) (holder.Ready, *pooledHolder, error) {
 	var err error
 	for try := 0; try < 2; try++ {
 		var ph *pooledHolder
-		if ph, err = m.pool.get(); err != nil {
+		if ph, err = h.pool.get(); err != nil {
 			return holder.Ready{}, nil, err
 		}
 		hid, ierr := proc.Identify(ph.cmd.Process.Pid)
@@ -107,12 +126,10 @@ func (m *Manager) assign(md *store.Metadata, a holder.Assignment) (holder.Ready,
 			ph.discard()
 			continue
 		}
-		md.Intent.Holder = &hid
-		if err = m.st.SaveAtomic(md); err != nil {
+		if err = record(hid); err != nil {
 			ph.discard()
 			return holder.Ready{}, nil, err
 		}
-		fault.Point(fault.ProvisionRecord)
 		r, sent, aerr := ph.assign(a, spawnTimeout)
 		if sent {
 			return r, ph, aerr

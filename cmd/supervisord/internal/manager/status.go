@@ -82,7 +82,7 @@ func (m *Manager) status(ctx context.Context, md *store.Metadata) *api.Instance 
 	if terminal(md.State) || md.State == api.StateCreated {
 		return m.view(md, nil)
 	}
-	s, err := m.holderStatus(ctx, md.ID)
+	s, err := m.h.status(ctx, md.ID)
 	if err != nil {
 		return m.view(md, nil)
 	}
@@ -182,7 +182,7 @@ func (m *Manager) stopLocked(ctx context.Context, md *store.Metadata) {
 // (holder attachGrace): it is waited for too.
 func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 	m.reconcile(ctx, md)
-	if terminal(md.State) || !m.holderAlive(md.ID) {
+	if terminal(md.State) || !m.h.alive(md.ID) {
 		m.waitHolderEnd(md.ID)
 		m.reconcile(ctx, md)
 		return
@@ -190,12 +190,9 @@ func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 	md.State = api.StateStopping
 	_ = m.st.SaveAtomic(md) // the intent, durable already, says what is under way
 	timeout := time.Duration(md.Request.StopTimeoutMS)*time.Millisecond + 20*time.Second
-	c := m.holderClient(md.ID, timeout)
-	var s holder.Status
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	err := c.Call(cctx, holder.OpStop, &holder.StopRequest{TimeoutMS: md.Request.StopTimeoutMS}, &s)
+	err := m.h.stop(cctx, md.ID, md.Request.StopTimeoutMS)
 	cancel()
-	c.Close()
 	if err != nil {
 		m.cfg.Logger.Warn("instance.stop_call", "instance", md.ID, "err", err)
 	}
@@ -205,7 +202,7 @@ func (m *Manager) stopTree(ctx context.Context, md *store.Metadata) {
 
 // waitHolderEnd waits (up to 10 s) until instance id's holder has ended.
 func (m *Manager) waitHolderEnd(id string) {
-	for end := time.Now().Add(10 * time.Second); m.holderAlive(id) && time.Now().Before(end); {
+	for end := time.Now().Add(10 * time.Second); m.h.alive(id) && time.Now().Before(end); {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -243,7 +240,7 @@ func (m *Manager) destroyLocked(ctx context.Context, md *store.Metadata) error {
 	}
 	fault.Point(fault.DestroyIntent)
 	m.stopTree(ctx, md)
-	if m.holderAlive(md.ID) {
+	if m.h.alive(md.ID) {
 		return wire.Errorf(wire.CodeInternal, "the holder of %s did not end; not destroyed", md.ID)
 	}
 	m.releaseEgress(ctx, md)
@@ -269,14 +266,12 @@ func (m *Manager) destroyBroken(ctx context.Context, id string, lerr error) erro
 			return err
 		}
 	}
-	if m.holderAlive(id) {
-		c := m.holderClient(id, time.Duration(api.DefaultStopTimeoutMS)*time.Millisecond+20*time.Second)
-		err := c.Call(context.WithoutCancel(ctx), holder.OpStop, &holder.StopRequest{TimeoutMS: api.DefaultStopTimeoutMS}, &holder.Status{})
-		c.Close()
-		for end := time.Now().Add(10 * time.Second); m.holderAlive(id) && time.Now().Before(end); {
+	if m.h.alive(id) {
+		err := m.h.stop(context.WithoutCancel(ctx), id, api.DefaultStopTimeoutMS)
+		for end := time.Now().Add(10 * time.Second); m.h.alive(id) && time.Now().Before(end); {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if m.holderAlive(id) {
+		if m.h.alive(id) {
 			return wire.Wrap(wire.CodeInternal, "the holder of the half-made instance did not end; not destroyed", err)
 		}
 	}
