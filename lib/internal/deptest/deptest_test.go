@@ -69,7 +69,7 @@ func policy() Policy {
 		codec    = "MessagePack bodies mapped to Go structs, the codec lib/wire validates"
 		flags    = "flags > environment > config file (house style)"
 		pty      = "a pseudo-terminal for an agent's interactive session"
-		rate     = "one token bucket (docs/architecture.md)"
+		rate     = "a token bucket bounding what a flood of refusals records"
 		idna     = "IDNA host names (UTS #46) for canonical hosts"
 		httpguts = "HTTP field syntax (httpguts) and HTTP/2 inside intercepted tunnels"
 		ociSpec  = "OCI image and runtime spec types and digests, not hand-copied"

@@ -12,8 +12,7 @@
 //     imports.
 //
 // [Load] reads a module's graph with `go list`; [Check] applies the rules to
-// a graph and is what the tests feed synthetic graphs to. The rules and the
-// allow lists themselves live in the package's test, which `go test work`
-// runs with the rest of lib; docs/architecture.md says why each
-// third-party module is there.
+// a graph and is what the tests feed synthetic graphs to. The allow lists
+// live in the package's test, each entry with the reason for it; `go test
+// work` runs it with the rest of lib.
 package deptest
