@@ -128,7 +128,7 @@ func serveUpstreams(caFile string, bigMB int, cIP string) (plain, tlsUp, c strin
 			return
 		}
 		if r.Header.Get("Authorization") != "Bearer "+secret {
-			http.Error(w, "bad auth", 401)
+			http.Error(w, "bad auth", http.StatusUnauthorized)
 			return
 		}
 		if !streamHandler(w, r) {

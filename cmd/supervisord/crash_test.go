@@ -120,10 +120,6 @@ func credReq() *api.ProvisionRequest {
 		StopTimeoutMS: 1000, Credentials: []api.CredentialSpec{{Credential: "api", Env: "API_TOKEN"}, {Credential: "api2", Env: "API2_KEY"}}}
 }
 
-// bootAt restarts supervisord (the faultinject build) so that it stops
-// at point, or runs through when point is "".
-func (s *crashStack) bootAt(t *testing.T, point string) { bootAt(t, s.env, s.marks, point) }
-
 // bootAt boots e's supervisord from the faultinject build, to stop at
 // point (marker files in marks), or to run through when point is "".
 func bootAt(t *testing.T, e *env, marks, point string) {
@@ -137,8 +133,6 @@ func bootAt(t *testing.T, e *env, marks, point string) {
 }
 
 // waitMark waits until supervisord reached point (its marker file).
-func (s *crashStack) waitMark(t *testing.T, point string) { waitMark(t, s.env, s.marks, point) }
-
 func waitMark(t *testing.T, s *env, marks, point string) {
 	t.Helper()
 	name, _, _ := strings.Cut(point, "#")

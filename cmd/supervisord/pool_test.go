@@ -23,11 +23,7 @@ import (
 // holdersOf lists live holder processes started for the holder directory
 // hdir (idle or assigned).
 func holdersOf(hdir string) []int {
-	var out []int
-	for _, pid := range processesMentioning("holder\x00-hdir\x00" + hdir + "\x00") {
-		out = append(out, pid)
-	}
-	return out
+	return processesMentioning("holder\x00-hdir\x00" + hdir + "\x00")
 }
 
 // waitIdle waits until n holders of hdir other than the excluded ones

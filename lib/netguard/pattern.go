@@ -111,7 +111,7 @@ func (p Pattern) Match(o Origin) bool {
 
 // parseTCP parses the authority of a "tcp://host:port" pattern.
 func parseTCP(auth string) (Pattern, error) {
-	if strings.IndexAny(auth, `/\?#@`) >= 0 {
+	if strings.ContainsAny(auth, `/\?#@`) {
 		// ParseOrigin names which (path, query, fragment, userinfo).
 		_, err := ParseOrigin("https://" + auth)
 		if err == nil {

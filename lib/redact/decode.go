@@ -47,7 +47,7 @@ func (s *Scrubber) ContainsDecoded(b []byte) bool {
 	if m.spaced(b) {
 		return true
 	}
-	if bytes.IndexAny(b, "\\&%=+\r\n") < 0 {
+	if !bytes.ContainsAny(b, "\\&%=+\r\n") {
 		return false
 	}
 	// A view that does not nest, read once: '+' as a space (forms). It is

@@ -27,11 +27,8 @@ func naiveFind(pats []string, s string, from int) (int, int) {
 // and every pattern it holds.
 func matcherFor(values ...[]byte) (*matcher, []string) {
 	s := NewScrubber()
-	var pats []string
 	for _, v := range values {
-		if s.Register(v); len(v) >= MinValueLen {
-			pats = append(pats, encodedForms(v)...)
-		}
+		s.Register(v)
 	}
 	m := s.load()
 	if m == nil {

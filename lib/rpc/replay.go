@@ -64,9 +64,3 @@ func (c *replayCache) remove(id [16]byte, e replayEntry) {
 		delete(c.perUID, e.uid)
 	}
 }
-
-func (c *replayCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
-}

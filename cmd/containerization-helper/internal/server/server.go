@@ -56,9 +56,8 @@ type Server struct {
 	locks    keyedMutex   // one mutation at a time per container id
 	closer   func() error // releases the store (Open); nil for New
 
-	mu   sync.Mutex
-	rt   *active // negotiated provider, nil until the first success
-	rtAt time.Time
+	mu sync.Mutex
+	rt *active // negotiated provider, nil until the first success
 }
 
 // active is the negotiated provider and its snapshot.
@@ -96,13 +95,10 @@ func rootfsDir(state string) string  { return filepath.Join(state, dirRootfs) }
 func (s *Server) bundlePath(id string) string { return filepath.Join(bundlesDir(s.cfg.StateDir), id) }
 func (s *Server) logPath(id string) string    { return filepath.Join(logsDir(s.cfg.StateDir), id+".log") }
 
-// negotiateEvery bounds how often a failed negotiation is retried.
-const negotiateEvery = time.Second
-
 // runtime returns the negotiated provider and its capability snapshot,
 // negotiating on first use. A failure (provider.unavailable,
 // provider.incompatible, capability.unavailable) is returned as is and
-// retried at most once a second.
+// negotiation is tried again on the next call.
 func (s *Server) runtime(ctx context.Context) (*active, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -538,12 +538,6 @@ func drain(body io.Reader, max int) bool {
 	return err == nil && n <= int64(max)
 }
 
-// respond writes the pipeline's sanitized answer, with Content-Length
-// recomputed, and reports whether the write succeeded.
-func (c *conn) respond(req *http.Request, out *pipeline.Output) bool {
-	return c.write(req.Method, out.Status, out.Header, out.Body, req.Close)
-}
-
 // write sends one response with writeResponse and one flush.
 func (c *conn) write(method string, status int, header []request.Field, body []byte, closeAfter bool) bool {
 	c.writeBy(c.s.cfg.ExchangeIdle)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"hostkit.dev/cmd/egressd/internal/bundle"
@@ -237,6 +236,3 @@ var errUnavailable = &wire.Error{Code: egressdapi.CodeUnavailable, Retry: wire.R
 	Msg: "egressd restarted moments ago and does not know this invocation yet; retry in a second"}
 
 var errDenied = wire.Errorf(wire.CodePeerDenied, "proxy authentication required: Proxy-Authorization: Basic base64(invocation:proxy_token)")
-
-// itoa formats a port.
-func itoa(p uint16) string { return strconv.Itoa(int(p)) }

@@ -71,14 +71,14 @@ var bodyCodes = []string{wire.CodeRequestInvalid, egressdapi.CodeClientClosed, e
 	wire.CodeFrameMalformed, wire.CodeRequestUnknownField, wire.CodeFrameTooLarge, wire.CodeFrameTruncated}
 
 // readAll runs a frameBody over payloads and reads its body whole.
-func readAll(payloads [][]byte) (body []byte, err error, cs *causes) {
+func readAll(payloads [][]byte) (body []byte, cs *causes, err error) {
 	cs = &causes{}
 	fb := newFrameBody(&fakeFrames{payloads: payloads}, time.Minute, func(err error) { cs.cancel(err) })
 	go fb.run()
 	body, err = io.ReadAll(fb.Body())
 	<-fb.done // the frames end with the connection closing: run ends by itself
 	fb.stop()
-	return body, err, cs
+	return body, cs, err
 }
 
 // FuzzFrameBody: whatever frames a caller sends, the body reads as the
@@ -88,7 +88,7 @@ func readAll(payloads [][]byte) (body []byte, err error, cs *causes) {
 func FuzzFrameBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		payloads := splitPayloads(data)
-		body, err, _ := readAll(payloads)
+		body, _, err := readAll(payloads)
 		var want []byte
 		valid := false
 		for _, p := range payloads {
@@ -164,7 +164,7 @@ func TestFrameBody(t *testing.T) {
 			for _, fr := range tc.frames {
 				payloads = append(payloads, frame(t, fr))
 			}
-			body, err, cs := readAll(payloads)
+			body, cs, err := readAll(payloads)
 			is.Equal(string(body), tc.body)
 			if tc.code == "" {
 				is.NoErr(err)

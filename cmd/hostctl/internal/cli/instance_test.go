@@ -132,7 +132,7 @@ func TestInstanceCommands(t *testing.T) {
 	ex := waitCLIState(t, root, in.InstanceID, api.StateExited)
 	is.Equal(ex.Exit.Signal, "SIGTERM")
 
-	code, out, _ = runCLI("-root", root, "instance", "stop", in.InstanceID, "--json")
+	code, _, _ = runCLI("-root", root, "instance", "stop", in.InstanceID, "--json")
 	is.Equal(code, 0)
 	code, out, _ = runCLI("-root", root, "instance", "destroy", in.InstanceID, "--json")
 	is.Equal(code, 0)

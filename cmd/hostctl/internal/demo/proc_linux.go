@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -23,8 +22,7 @@ const canScanProcs = true
 
 // process is one process found by processesWith.
 type process struct {
-	pid  int
-	comm string
+	pid int
 }
 
 // processesWith returns the processes (other than this one) whose command
@@ -48,8 +46,7 @@ func processesWith(needles ...string) []process {
 		environ, _ := os.ReadFile(dir + "environ")
 		for _, n := range needles {
 			if bytes.Contains(cmdline, []byte(n)) || bytes.Contains(environ, []byte(n)) {
-				comm, _ := os.ReadFile(dir + "comm")
-				out = append(out, process{pid: pid, comm: strings.TrimSpace(string(comm))})
+				out = append(out, process{pid: pid})
 				break
 			}
 		}

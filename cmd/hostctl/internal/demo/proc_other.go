@@ -12,8 +12,7 @@ func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid
 const canScanProcs = false
 
 type process struct {
-	pid  int
-	comm string
+	pid int
 }
 
 func processesWith(...string) []process { return nil }

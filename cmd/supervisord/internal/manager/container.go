@@ -179,7 +179,7 @@ func (m *Manager) provisionContainer(ctx context.Context, dg string, req *api.Pr
 		m.discard(id)
 		return nil, err
 	}
-	if err := m.st.SaveIntent(md); err == nil {
+	if err = m.st.SaveIntent(md); err == nil {
 		err = store.SyncAll(m.st.Path(id, store.FileAgentEnv))
 	}
 	if err != nil {
