@@ -18,12 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hostkit.dev/lib/api/helperapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 )
 
-// helperBin is the helper built once by TestMain (STYLE.md: real
-// binaries, built once).
+// helperBin is the helper built by TestMain, once for all test
+// processes (buildtest).
 var helperBin string
 
 // Environment of the test binary re-executed as a client peer
@@ -38,18 +39,12 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(envClient); sock != "" {
 		os.Exit(clientMain(sock))
 	}
-	dir, err := os.MkdirTemp("/tmp", "hkbin")
+	bin, err := buildtest.Binary(context.Background(), ".")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	helperBin = filepath.Join(dir, "containerization-helper")
-	out, err := exec.Command("go", "build", "-o", helperBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	helperBin = bin
 	// Container inits orphaned by a killed helper, and those of containers
 	// the tests make with runc directly, are reparented here rather than to
 	// PID 1 (which does not reap here); they are reaped once every test has
@@ -57,7 +52,6 @@ func TestMain(m *testing.M) {
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	code := m.Run()
 	reapAll()
-	os.RemoveAll(dir)
 	os.Exit(code)
 }
 

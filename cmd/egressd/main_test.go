@@ -17,33 +17,27 @@ import (
 	"hostkit.dev/lib/api/egressdapi"
 	"hostkit.dev/lib/api/healthapi"
 	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 )
 
-// secretdBin is the real secretd and egressdBin this egressd, built
-// once by TestMain (egressdBin without the race detector, for tests that
-// measure its memory or move many bytes through it).
+// secretdBin is the real secretd and egressdBin this egressd, built by
+// TestMain once for all test processes (buildtest) and without the race
+// detector (egressdBin is for tests that measure its memory or move many
+// bytes through it).
 var secretdBin, egressdBin string
 
 func TestMain(m *testing.M) { os.Exit(mainTest(m)) }
 
 func mainTest(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "egressd-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	ctx := context.Background()
+	var err error
+	if secretdBin, err = buildtest.Binary(ctx, "../secretd"); err != nil {
+		fmt.Fprintln(os.Stderr, "building secretd:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	secretdBin = filepath.Join(dir, "secretd")
-	build := exec.Command("go", "build", "-o", secretdBin, ".")
-	build.Dir = filepath.Join("..", "secretd")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building secretd: %v\n%s", err, out)
-		return 1
-	}
-	egressdBin = filepath.Join(dir, "egressd")
-	if out, err := exec.Command("go", "build", "-o", egressdBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building egressd: %v\n%s", err, out)
+	if egressdBin, err = buildtest.Binary(ctx, "."); err != nil {
+		fmt.Fprintln(os.Stderr, "building egressd:", err)
 		return 1
 	}
 	code := m.Run()

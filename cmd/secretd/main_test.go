@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	"hostkit.dev/lib/api/healthapi"
 	"hostkit.dev/lib/api/secretdapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 )
@@ -32,7 +33,11 @@ const childEnv = "HK_SECRETD_CHILD"
 // otherUID runs the child client: a uid that holds no role.
 const otherUID = 65533
 
-var secretdBin string // the secretd binary, built once
+// Set by TestMain.
+var (
+	secretdBin string // the secretd binary, built once (buildtest)
+	childDir   string // a directory any uid may traverse, for runChild's copy
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
@@ -47,6 +52,12 @@ func mainTest(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "subreaper:", err)
 		return 1
 	}
+	bin, err := buildtest.Binary(context.Background(), ".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	secretdBin = bin
 	dir, err := os.MkdirTemp("/tmp", "hkbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -54,12 +65,7 @@ func mainTest(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
-	secretdBin = filepath.Join(dir, "secretd")
-	out, err := exec.Command("go", "build", "-o", secretdBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		return 1
-	}
+	childDir = dir
 	code := m.Run()
 	// Every child must have been waited for; reap and report stragglers.
 	for {
@@ -193,13 +199,13 @@ var (
 // childResult is what the child client prints: op → error code ("" = ok).
 type childResult map[string]string
 
-// runChild re-executes the test secretdBin as uid/gid otherUID, calling every
+// runChild re-executes the test binary as uid/gid otherUID, calling every
 // op on socket (consume and lookup with handle).
 func runChild(t *testing.T, socket string, handle []byte) childResult {
 	t.Helper()
 	// The test binary may live in a private build directory: copy it, once,
 	// where the other uid can execute it.
-	exe := filepath.Join(filepath.Dir(secretdBin), "secretd.test")
+	exe := filepath.Join(childDir, "secretd.test")
 	childCopy.Do(func() {
 		self, err := os.Executable()
 		if err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/matryer/is"
 	"hostkit.dev/lib/api/helperapi"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
@@ -39,9 +40,9 @@ func fixtures(t *testing.T) {
 	fixtureOnce.Do(func() {
 		dir := filepath.Dir(binary)
 		helperBin = filepath.Join(dir, "containerization-helper")
-		// -C: the helper's own module, inside the workspace or not.
-		if out, err := exec.Command("go", "build", "-C", "../containerization-helper", "-o", helperBin, ".").CombinedOutput(); err != nil {
-			fixErr = "build containerization-helper: " + err.Error() + "\n" + string(out)
+		// The helper's own module directory, inside the workspace or not.
+		if err := buildtest.Install(context.Background(), dir, "../containerization-helper"); err != nil {
+			fixErr = "build containerization-helper: " + err.Error()
 			return
 		}
 		imgLayout, imgDigest, fixErr = buildImage(dir)

@@ -19,6 +19,7 @@ import (
 	"github.com/matryer/is"
 	"hostkit.dev/lib/api/secretdapi"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
@@ -39,24 +40,25 @@ const (
 	envFaultDir   = "SUPERVISORD_FAULT_DIR"
 )
 
-// faultBin is supervisord built with -tags faultinject, once.
-var faultBin struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
+// faultBin is supervisord built with -tags faultinject (once for all
+// test processes: buildtest), linked beside binary once.
+var faultBin = sync.OnceValues(func() (string, error) {
+	ctx := context.Background()
+	built, err := buildtest.Binary(ctx, ".", "-tags", "faultinject")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(binary), "supervisord-faultinject")
+	return p, buildtest.Link(built, p)
+})
 
 func buildFaultBinary(t *testing.T) string {
 	t.Helper()
-	faultBin.once.Do(func() {
-		faultBin.path = filepath.Join(filepath.Dir(binary), "supervisord-faultinject")
-		faultBin.out, faultBin.err = exec.Command("go", "build", "-tags", "faultinject", "-o", faultBin.path, ".").CombinedOutput()
-	})
-	if faultBin.err != nil {
-		t.Fatalf("build -tags faultinject: %v\n%s", faultBin.err, faultBin.out)
+	p, err := faultBin()
+	if err != nil {
+		t.Fatalf("build -tags faultinject: %v", err)
 	}
-	return faultBin.path
+	return p
 }
 
 // TestReleaseBinaryHasNoPausePoints guards against a pause point in a

@@ -33,6 +33,7 @@ import (
 	"hostkit.dev/lib/api/healthapi"
 	"hostkit.dev/lib/api/secretdapi"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 )
@@ -42,28 +43,22 @@ const egressCanary = "CANARY-supervisord-egress-5b1e9d"
 // gitRef is the one ref the upstream's git repository advertises.
 const gitRef = "0123456789abcdef0123456789abcdef01234567"
 
-// peerBins holds secretd and egressd, built once for the egress tests.
-var peerBins struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
-}
+// peerBins is the error of linking secretd and egressd beside binary,
+// once for the egress tests.
+var peerBins = sync.OnceValue(func() error {
+	// Their own module directories, so the workspace may be off: the
+	// supervisord module does not require them.
+	return buildtest.Install(context.Background(), filepath.Dir(binary), "../secretd", "../egressd")
+})
 
-// buildPeers builds secretd and egressd from the workspace (skips the test
-// when the workspace is off: the supervisord module does not require them).
+// buildPeers returns the directory that holds secretd and egressd, built
+// once for all test processes (buildtest).
 func buildPeers(t *testing.T) string {
 	t.Helper()
-	peerBins.once.Do(func() {
-		peerBins.dir = filepath.Dir(binary)
-		cmd := exec.Command("go", "build", "-o", peerBins.dir+"/", "hostkit.dev/cmd/secretd", "hostkit.dev/cmd/egressd")
-		cmd.Dir = "../.."
-		peerBins.out, peerBins.err = cmd.CombinedOutput()
-	})
-	if peerBins.err != nil {
-		t.Fatalf("cannot build secretd and egressd: %v\n%s", peerBins.err, peerBins.out)
+	if err := peerBins(); err != nil {
+		t.Fatalf("cannot build secretd and egressd: %v", err)
 	}
-	return peerBins.dir
+	return filepath.Dir(binary)
 }
 
 // peer is a secretd or egressd child process.

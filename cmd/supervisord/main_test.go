@@ -20,13 +20,17 @@ import (
 	"golang.org/x/sys/unix"
 	"hostkit.dev/lib/api/healthapi"
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/rpc"
 	"hostkit.dev/lib/wire"
 
 	"hostkit.dev/cmd/supervisord/internal/store"
 )
 
-// binary is the supervisord binary built once by TestMain.
+// binary is the supervisord binary, built by TestMain once for all test
+// processes (buildtest) and linked into a directory of this run that
+// every uid may traverse: holders and agents run as other uids, and the
+// other binaries the tests need are linked beside it.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -44,12 +48,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
-	binary = filepath.Join(dir, "supervisord")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+	if err := buildtest.Install(context.Background(), dir, "."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	binary = filepath.Join(dir, "supervisord")
 	stop := make(chan struct{})
 	go reapOrphans(stop)
 	code := m.Run()

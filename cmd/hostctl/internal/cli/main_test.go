@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"hostkit.dev/lib/api/healthapi"
+	"hostkit.dev/lib/buildtest"
 	"hostkit.dev/lib/proctest"
 	"hostkit.dev/lib/rpc"
 )
 
-// binDir holds the daemons built once for the whole package.
+// binDir holds the daemons and hostctl, built once for every test
+// process (buildtest).
 var binDir string
 
 // TestMain builds every binary once, and makes this process a child
@@ -35,11 +37,12 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	_ = os.Chmod(dir, 0o755) // tests run some binaries as another uid
-	out, err := exec.Command("go", "build", "-o", dir+"/",
-		"hostkit.dev/cmd/secretd", "hostkit.dev/cmd/egressd", "hostkit.dev/cmd/supervisord",
-		"hostkit.dev/cmd/containerization-helper", "hostkit.dev/cmd/hostctl").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+	// Linked from the build cache, which is private to this user, into
+	// the one directory the demo and the helper's allowlist expect.
+	if err := buildtest.Install(context.Background(), dir,
+		"../../../secretd", "../../../egressd", "../../../supervisord",
+		"../../../containerization-helper", "../.."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

@@ -7,19 +7,21 @@ package units
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"hostkit.dev/lib/buildtest"
 )
 
 // Set by TestMain.
 var (
 	repo   string // the repository root
-	binDir string // the binaries, built once
+	binDir string // the binaries, built once for every test process (buildtest)
 )
 
 // tools the tests drive; scripts/setup installs them (package systemd, and
@@ -62,14 +64,14 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	args := []string{"build", "-o", dir + "/"}
+	// Linked from the build cache into one directory: the units and
+	// agents name the binaries side by side.
+	var pkgs []string
 	for b := range binaries {
-		args = append(args, "hostkit.dev/cmd/"+b)
+		pkgs = append(pkgs, filepath.Join(repo, "cmd", b))
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+	if err := buildtest.Install(context.Background(), dir, pkgs...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
