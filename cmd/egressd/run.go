@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -25,41 +23,35 @@ import (
 // run parses args, builds the daemon and serves until ctx ends. Flags may
 // also come from $EGRESSD_<FLAG> and the config file.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("egressd", flag.ContinueOnError)
-	roles := daemon.RoleFlags(fs, egressdapi.RoleStager, egressdapi.RoleClient, egressdapi.RoleAdmin)
-	var f flags
-	f.register(fs)
-	env, err := daemon.Setup(fs, args, "egressd", daemon.NameEgressd, "EGRESSD", stdout, stderr)
-	if errors.Is(err, daemon.ErrVersionShown) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// This daemon holds secrets: no core dumps, no ptrace by same-user peers.
-	if err := daemon.DisableCoreDumps(); err != nil {
-		return err
-	}
-	r, err := roles()
-	if err != nil {
-		return err
-	}
-	cfg, err := f.config(env.Layout)
-	if err != nil {
-		return err
-	}
-	anon, err := anonymousBundle(cfg)
-	if err != nil {
-		return err
-	}
-	svc := daemon.Service{Name: daemon.NameEgressd, Socket: env.Layout.Socket(daemon.NameEgressd), SocketGroup: -1, Logger: env.Logger}
-	// The socket (and its lock) first: a second egressd on this root stops
-	// here with sock.already_running, before it binds the proxy port,
-	// writes the CA files or opens the audit log.
-	if svc.Listener, err = svc.Listen(ctx); err != nil {
-		return err
-	}
-	defer svc.Listener.Close()
+	var (
+		f    flags
+		cfg  *Config
+		anon *bundle.Bundle
+	)
+	return daemon.Run(ctx, daemon.Spec{
+		Binary:       "egressd",
+		Name:         daemon.NameEgressd,
+		Roles:        []rpc.Role{egressdapi.RoleStager, egressdapi.RoleClient, egressdapi.RoleAdmin},
+		HoldsSecrets: true,
+		Flags:        f.register,
+		Configure: func(env *daemon.Env, _ *daemon.Service) (err error) {
+			if cfg, err = f.config(env.Layout); err != nil {
+				return err
+			}
+			anon, err = anonymousBundle(cfg)
+			return err
+		},
+		Serve: func(ctx context.Context, env *daemon.Env, svc *daemon.Service) error {
+			return serve(ctx, env, svc, cfg, anon)
+		},
+	}, args, stdout, stderr)
+}
+
+// serve builds egressd on the socket daemon.Run took (so a second egressd
+// on this root has stopped with sock.already_running before it binds the
+// proxy port, writes the CA files or opens the audit log) and serves
+// until ctx ends.
+func serve(ctx context.Context, env *daemon.Env, svc *daemon.Service, cfg *Config, anon *bundle.Bundle) error {
 	face, err := openProxyFace(ctx, env, cfg)
 	if err != nil {
 		return err
@@ -107,7 +99,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.String("broker_socket", cfg.SecretdSocket), slog.Bool("loopback_owner_check", loopowner.Available),
 		slog.String("proxy_address", face.bound.String()), slog.String("proxy_socket", cfg.ProxySocket),
 		slog.String("ca_bundle", cfg.CABundlePath), slog.Bool("proxy_anonymous", anon != nil))
-	svc.Roles = r
 	svc.Audit = daemon.AuditSink(al, env.Logger)
 	svc.Ops = append(srv.Ops(), daemon.Health(env.Epoch, env.Started, srv.HealthExtra))
 	// egress.request answers can be slow: the caller's deadline bounds

@@ -19,11 +19,7 @@ const OpHealth = "health"
 func Health(epoch string, started time.Time, extra func(context.Context) map[string]any) rpc.Op {
 	return rpc.Op{
 		Name: OpHealth,
-		Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req struct{}
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, _ *struct{}) (map[string]any, error) {
 			body := map[string]any{}
 			if extra != nil {
 				maps.Copy(body, extra(ctx))
@@ -33,6 +29,6 @@ func Health(epoch string, started time.Time, extra func(context.Context) map[str
 			body["uptime_ms"] = time.Since(started).Milliseconds()
 			body["epoch"] = epoch
 			return body, nil
-		},
+		}),
 	}
 }

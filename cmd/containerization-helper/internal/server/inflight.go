@@ -89,20 +89,7 @@ func (s *Server) cancellable(h rpc.Handler) rpc.Handler {
 // cancel is op.cancel. It needs a request id (16 bytes) or a correlation
 // id; op.not_found when no op of this peer user matches. It runs outside
 // the in-flight table, so it cannot cancel itself.
-func (s *Server) cancel(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.CancelRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
-	if len(req.RequestID) == 0 && req.Corr == "" {
-		return nil, wire.Errorf(wire.CodeRequestInvalid, "op.cancel needs request_id or corr")
-	}
-	if len(req.RequestID) > 0 && len(req.RequestID) != wire.IDLen {
-		return nil, wire.Errorf(wire.CodeRequestInvalid, "request_id must be %d bytes", wire.IDLen)
-	}
-	if len(req.Corr) > wire.MaxCorrLen {
-		return nil, wire.Errorf(wire.CodeRequestInvalid, "corr is too long")
-	}
+func (s *Server) cancel(ctx context.Context, call *rpc.Call, req *helperapi.CancelRequest) (*helperapi.CancelResponse, error) {
 	n := s.inflight.cancelMatching(call.Peer.UID, req.RequestID, req.Corr)
 	if n == 0 {
 		return nil, wire.Errorf(helperapi.CodeOpNotFound, "no op under way matches")

@@ -24,17 +24,14 @@ import (
 // consumed (and the fence raised) only by commit, after the caller's own
 // checks.
 type gate struct {
-	req    helperapi.MutationRequest
+	req    *helperapi.MutationRequest
 	rt     *active
 	plan   *Plan
 	unlock func()
 }
 
-func (s *Server) open(ctx context.Context, call *rpc.Call, kind string) (*gate, error) {
-	g := &gate{}
-	if err := call.Decode(&g.req); err != nil {
-		return nil, err
-	}
+func (s *Server) open(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest, kind string) (*gate, error) {
+	g := &gate{req: req}
 	rt, err := s.runtime(ctx)
 	if err != nil {
 		return nil, err
@@ -49,7 +46,7 @@ func (s *Server) open(ctx context.Context, call *rpc.Call, kind string) (*gate, 
 	if g.unlock, err = s.locks.lock(ctx, g.req.ContainerID); err != nil {
 		return nil, err
 	}
-	if g.plan, err = s.takePlan(call, kind, &g.req); err != nil {
+	if g.plan, err = s.takePlan(call, kind, g.req); err != nil {
 		g.unlock()
 		return nil, err
 	}
@@ -171,8 +168,8 @@ func (s *Server) dropRecord(ctx context.Context, id string) error {
 // when the op's context has ended.
 const cleanupTimeout = 30 * time.Second
 
-func (s *Server) create(ctx context.Context, call *rpc.Call) (any, error) {
-	g, err := s.open(ctx, call, helperapi.KindCreate)
+func (s *Server) create(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest) (*helperapi.Container, error) {
+	g, err := s.open(ctx, call, req, helperapi.KindCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +223,8 @@ func (s *Server) undoCreate(ctx context.Context, rec *state.Container, runtime b
 	}
 }
 
-func (s *Server) start(ctx context.Context, call *rpc.Call) (any, error) {
-	g, _, rec, err := s.claim(ctx, call, helperapi.KindStart, state.PhaseStarting, func(st *provider.State, _ *Plan) error {
+func (s *Server) start(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest) (*helperapi.Container, error) {
+	g, _, rec, err := s.claim(ctx, call, req, helperapi.KindStart, state.PhaseStarting, func(st *provider.State, _ *Plan) error {
 		if st.Status != provider.StatusCreated {
 			return wire.Errorf(CodeBadState, "only a created container can be started (it is %s)", st.Status)
 		}
@@ -249,9 +246,9 @@ func (s *Server) start(ctx context.Context, call *rpc.Call) (any, error) {
 // plan), and
 // begins the mutation with phase (fence, plan and in-progress record in
 // one durable write). The caller releases g.unlock.
-func (s *Server) claim(ctx context.Context, call *rpc.Call, kind string, phase state.Phase,
+func (s *Server) claim(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest, kind string, phase state.Phase,
 	check func(*provider.State, *Plan) error) (*gate, *provider.State, *state.Container, error) {
-	g, err := s.open(ctx, call, kind)
+	g, err := s.open(ctx, call, req, kind)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -275,7 +272,7 @@ func (s *Server) claim(ctx context.Context, call *rpc.Call, kind string, phase s
 
 // settle re-reads id's state after a step, records phase and answers the
 // container.
-func (s *Server) settle(ctx context.Context, id string, rec *state.Container, phase state.Phase) (any, error) {
+func (s *Server) settle(ctx context.Context, id string, rec *state.Container, phase state.Phase) (*helperapi.Container, error) {
 	st, err := s.cfg.Runtime.State(ctx, id)
 	if err != nil {
 		return nil, s.mapErr(ctx, err)
@@ -286,8 +283,8 @@ func (s *Server) settle(ctx context.Context, id string, rec *state.Container, ph
 	return s.containerOf(st, rec), nil
 }
 
-func (s *Server) restart(ctx context.Context, call *rpc.Call) (any, error) {
-	g, st, rec, err := s.claim(ctx, call, helperapi.KindRestart, state.PhaseStopping, func(st *provider.State, _ *Plan) error {
+func (s *Server) restart(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest) (*helperapi.Container, error) {
+	g, st, rec, err := s.claim(ctx, call, req, helperapi.KindRestart, state.PhaseStopping, func(st *provider.State, _ *Plan) error {
 		// Only a container whose bundle the helper made can be made again.
 		if st.Bundle != s.bundlePath(st.ID) {
 			return wire.Errorf(helperapi.CodeContainerNotOwned, "the container's bundle is not the helper's")
@@ -466,8 +463,8 @@ func (s *Server) pollStopped(ctx context.Context, id string, deadline time.Time)
 	}
 }
 
-func (s *Server) delete(ctx context.Context, call *rpc.Call) (any, error) {
-	g, st, rec, err := s.claim(ctx, call, helperapi.KindDelete, state.PhaseDeleting, func(st *provider.State, p *Plan) error {
+func (s *Server) delete(ctx context.Context, call *rpc.Call, req *helperapi.MutationRequest) (*helperapi.DeleteResponse, error) {
+	g, st, rec, err := s.claim(ctx, call, req, helperapi.KindDelete, state.PhaseDeleting, func(st *provider.State, p *Plan) error {
 		if !p.Force && (st.Status == provider.StatusRunning || st.Status == provider.StatusPaused) {
 			return wire.Errorf(CodeBadState, "the container is %s; plan the delete with force", st.Status)
 		}

@@ -21,11 +21,7 @@ import (
 	"hostkit.dev/lib/wire"
 )
 
-func (s *Server) negotiate(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.NegotiateRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) negotiate(ctx context.Context, _ *rpc.Call, req *helperapi.NegotiateRequest) (*helperapi.NegotiateResponse, error) {
 	rt, err := s.runtime(ctx)
 	if err != nil {
 		return nil, err
@@ -52,11 +48,7 @@ func (s *Server) negotiate(ctx context.Context, call *rpc.Call) (any, error) {
 // the annotations and the helper's records. A container whose project
 // annotation is not this helper's is foreign: listed by id, never
 // touched. Both lists are sorted before the digest is taken.
-func (s *Server) observe(ctx context.Context, call *rpc.Call) (any, error) {
-	var req struct{}
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) observe(ctx context.Context, _ *rpc.Call, _ *struct{}) (*helperapi.ObserveResponse, error) {
 	if _, err := s.runtime(ctx); err != nil {
 		return nil, err
 	}
@@ -127,11 +119,7 @@ func (s *Server) containerOf(st *provider.State, rec *state.Container) *helperap
 	return c
 }
 
-func (s *Server) evidence(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.ImageRef
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) evidence(ctx context.Context, call *rpc.Call, req *helperapi.ImageRef) (*helperapi.Evidence, error) {
 	l := req.Layout
 	if !strings.HasPrefix(l, "/") || cleanPath(l) != l {
 		return nil, wire.Errorf(CodePathUnsafe, "layout must be an absolute, clean path")
@@ -139,7 +127,7 @@ func (s *Server) evidence(ctx context.Context, call *rpc.Call) (any, error) {
 	if req.ManifestDigest != "" && !validDigest(req.ManifestDigest) {
 		return nil, invalid("manifest_digest must be sha256:<64 hex>")
 	}
-	return s.cfg.Images.Evidence(withPeer(ctx, call.Peer), req)
+	return s.cfg.Images.Evidence(withPeer(ctx, call.Peer), *req)
 }
 
 // ownedByProject reads id's state and checks only the project
@@ -161,11 +149,7 @@ func (s *Server) ownedByProject(ctx context.Context, id string) (*provider.State
 	return st, nil
 }
 
-func (s *Server) usage(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.IDRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) usage(ctx context.Context, _ *rpc.Call, req *helperapi.IDRequest) (*helperapi.Usage, error) {
 	st, err := s.ownedByProject(ctx, req.ContainerID)
 	if err != nil {
 		return nil, err
@@ -182,14 +166,7 @@ func (s *Server) usage(ctx context.Context, call *rpc.Call) (any, error) {
 	return u, nil
 }
 
-func (s *Server) logs(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.LogsRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
-	if req.MaxBytes < 0 || req.MaxBytes > helperapi.MaxLogBytes {
-		return nil, invalid("max_bytes must be 0..%d", helperapi.MaxLogBytes)
-	}
+func (s *Server) logs(ctx context.Context, _ *rpc.Call, req *helperapi.LogsRequest) (*helperapi.LogsResponse, error) {
 	n := req.MaxBytes
 	if n == 0 {
 		n = helperapi.DefaultLogBytes

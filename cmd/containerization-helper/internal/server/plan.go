@@ -23,11 +23,7 @@ import (
 // and stores a plan whose hash the mutation must present. A create plan
 // verifies the image now (and the mutation verifies it again) and picks
 // the container id.
-func (s *Server) plan(ctx context.Context, call *rpc.Call) (any, error) {
-	var req helperapi.PlanRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) plan(ctx context.Context, call *rpc.Call, req *helperapi.PlanRequest) (*helperapi.PlanResponse, error) {
 	rt, err := s.runtime(ctx)
 	if err != nil {
 		return nil, err
@@ -48,7 +44,7 @@ func (s *Server) plan(ctx context.Context, call *rpc.Call) (any, error) {
 	p := &Plan{Kind: req.Kind, Context: req.Context, PeerUID: call.Peer.UID, CreatedAt: now.UnixMilli(), ExpiresAt: now.UnixMilli() + helperapi.PlanTTLMS}
 	switch req.Kind {
 	case helperapi.KindCreate:
-		if err := checkCreate(&req); err != nil {
+		if err := checkCreate(req); err != nil {
 			return nil, err
 		}
 		if _, err := s.cfg.Images.Evidence(withPeer(ctx, call.Peer), *req.Image); err != nil {

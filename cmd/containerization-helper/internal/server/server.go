@@ -145,20 +145,20 @@ func (s *Server) Ops() []rpc.Op {
 		return rpc.Op{Name: name, Roles: roles, Handler: s.audited(s.durableIdem(s.cancellable(h))), IdemRequired: true}
 	}
 	ops := daemon.AuditOps(s.cfg.Audit, s.log, map[string]bool{helperapi.OpCancel: true}, auditFields,
-		op(helperapi.OpNegotiate, s.negotiate),
-		op(helperapi.OpObserve, s.observe),
-		op(helperapi.OpEvidence, s.evidence),
-		op(helperapi.OpUsage, s.usage),
-		op(helperapi.OpLogs, s.logs),
-		op(helperapi.OpPlan, s.plan),
-		rpc.Op{Name: helperapi.OpCancel, Roles: roles, Handler: s.cancel},
+		op(helperapi.OpNegotiate, rpc.Handle(s.negotiate)),
+		op(helperapi.OpObserve, rpc.Handle(s.observe)),
+		op(helperapi.OpEvidence, rpc.Handle(s.evidence)),
+		op(helperapi.OpUsage, rpc.Handle(s.usage)),
+		op(helperapi.OpLogs, rpc.Handle(s.logs)),
+		op(helperapi.OpPlan, rpc.Handle(s.plan)),
+		rpc.Op{Name: helperapi.OpCancel, Roles: roles, Handler: rpc.Handle(s.cancel)},
 		s.health(),
 	)
 	return append(ops,
-		mutation(helperapi.OpCreate, s.create),
-		mutation(helperapi.OpStart, s.start),
-		mutation(helperapi.OpRestart, s.restart),
-		mutation(helperapi.OpDelete, s.delete),
+		mutation(helperapi.OpCreate, rpc.Handle(s.create)),
+		mutation(helperapi.OpStart, rpc.Handle(s.start)),
+		mutation(helperapi.OpRestart, rpc.Handle(s.restart)),
+		mutation(helperapi.OpDelete, rpc.Handle(s.delete)),
 	)
 }
 

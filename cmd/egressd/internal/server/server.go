@@ -58,14 +58,14 @@ func (s *Server) maxBody() int {
 // Ops returns the op table (health is added by the caller).
 func (s *Server) Ops() []rpc.Op {
 	return []rpc.Op{
-		{Name: egressdapi.OpBundleRegister, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.register},
-		{Name: egressdapi.OpBundleDrop, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.drop},
-		{Name: egressdapi.OpBundleList, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.list},
-		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: s.info},
-		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.request},
-		{Name: egressdapi.OpEgressRequestStream, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.requestStream, Stream: s.streamAnswer},
-		{Name: egressdapi.OpEgressRequestUpload, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: s.requestUpload, Stream: s.streamAnswer, Upload: true},
-		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: s.stats},
+		{Name: egressdapi.OpBundleRegister, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: rpc.Handle(s.register)},
+		{Name: egressdapi.OpBundleDrop, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: rpc.Handle(s.drop)},
+		{Name: egressdapi.OpBundleList, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: rpc.Handle(s.list)},
+		{Name: egressdapi.OpEgressInfo, Roles: []rpc.Role{egressdapi.RoleStager}, Handler: rpc.Handle(s.info)},
+		{Name: egressdapi.OpEgressRequest, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: rpc.Handle(s.request)},
+		{Name: egressdapi.OpEgressRequestStream, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: rpc.Handle(s.requestStream), Stream: s.streamAnswer},
+		{Name: egressdapi.OpEgressRequestUpload, Roles: []rpc.Role{egressdapi.RoleClient}, Handler: rpc.Handle(s.requestUpload), Stream: s.streamAnswer, Upload: true},
+		{Name: egressdapi.OpEgressStats, Roles: []rpc.Role{egressdapi.RoleAdmin, egressdapi.RoleStager}, Handler: rpc.Handle(s.stats)},
 	}
 }
 
@@ -80,11 +80,7 @@ func actor(call *rpc.Call) audit.Actor {
 	return audit.Actor{UID: int(call.Peer.UID), PID: int(call.Peer.PID)}
 }
 
-func (s *Server) register(ctx context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.BundleRegisterRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) register(ctx context.Context, call *rpc.Call, req *egressdapi.BundleRegisterRequest) (*egressdapi.BundleRegisterResponse, error) {
 	ctx = rpc.WithCorr(ctx, call.Corr)
 	fields := map[string]any{"invocation": req.Invocation, "handles": len(req.Handles), "policy_rules": len(req.Policy.Allow)}
 	if req.Owner != "" {
@@ -94,7 +90,7 @@ func (s *Server) register(ctx context.Context, call *rpc.Call) (any, error) {
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, "audit log unavailable", err)
 	}
-	b, err := s.Registry.Register(ctx, &req)
+	b, err := s.Registry.Register(ctx, req)
 	outcome := audit.OutcomeOK
 	if err != nil {
 		outcome = audit.OutcomeRefused
@@ -119,11 +115,7 @@ func (s *Server) register(ctx context.Context, call *rpc.Call) (any, error) {
 	return &egressdapi.BundleRegisterResponse{Epoch: s.Info.Epoch}, nil
 }
 
-func (s *Server) drop(ctx context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.BundleDropRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) drop(ctx context.Context, call *rpc.Call, req *egressdapi.BundleDropRequest) (*egressdapi.BundleDropResponse, error) {
 	fields := map[string]any{"invocation": audit.Clip(req.Invocation, 64)}
 	var err error
 	if req.Owner != "" {
@@ -152,11 +144,7 @@ func (s *Server) drop(ctx context.Context, call *rpc.Call) (any, error) {
 
 // list answers bundle.list: what each bundle is and whose, never its
 // token, handles, placeholders or values.
-func (s *Server) list(_ context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.BundleListRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) list(_ context.Context, call *rpc.Call, req *egressdapi.BundleListRequest) (*egressdapi.BundleListResponse, error) {
 	if req.Invocation != "" && !bundle.ValidInvocation(req.Invocation) {
 		return nil, wire.Errorf(egressdapi.CodeBundleInvalid, "invocation must match [a-z0-9-]{1,64}")
 	}
@@ -170,21 +158,13 @@ func (s *Server) list(_ context.Context, call *rpc.Call) (any, error) {
 	return &egressdapi.BundleListResponse{Bundles: out}, nil
 }
 
-func (s *Server) info(_ context.Context, call *rpc.Call) (any, error) {
-	var req struct{}
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) info(context.Context, *rpc.Call, *struct{}) (*egressdapi.InfoResponse, error) {
 	info := s.Info
 	return &info, nil
 }
 
-func (s *Server) request(ctx context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.RequestRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
-	out, err := s.Pipeline.Do(ctx, input(&req, call))
+func (s *Server) request(ctx context.Context, call *rpc.Call, req *egressdapi.RequestRequest) (*egressdapi.RequestResponse, error) {
+	out, err := s.Pipeline.Do(ctx, input(req, call))
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +190,7 @@ func headers(fs []request.Field) []egressdapi.Header {
 	return out
 }
 
-func (s *Server) stats(_ context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.StatsRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) stats(_ context.Context, call *rpc.Call, req *egressdapi.StatsRequest) (*egressdapi.StatsResponse, error) {
 	st, err := s.Registry.Stats(req.Invocation)
 	if err != nil {
 		return nil, err

@@ -64,12 +64,8 @@ func (x *exchange) close() {
 // envelope"). A deadline that passes first means the caller stopped waiting:
 // the upstream request ends as egress.client_closed and the answer is
 // request.deadline_exceeded.
-func (s *Server) requestStream(ctx context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.RequestRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
-	in := input(&req, call)
+func (s *Server) requestStream(ctx context.Context, call *rpc.Call, req *egressdapi.RequestRequest) (*egressdapi.RequestStreamResponse, error) {
+	in := input(req, call)
 	in.Fields = map[string]any{"via": egressdapi.OpEgressRequestStream}
 	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	late := context.AfterFunc(ctx, func() { cancel(pipeline.ErrClientGone) })

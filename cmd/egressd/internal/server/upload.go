@@ -25,15 +25,11 @@ import (
 // (streamAnswer), and refusals before it are answers with their codes,
 // as there. The rpc deadline bounds the body's upload and the wait for
 // the answer's header.
-func (s *Server) requestUpload(ctx context.Context, call *rpc.Call) (any, error) {
-	var req egressdapi.RequestRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) requestUpload(ctx context.Context, call *rpc.Call, req *egressdapi.RequestRequest) (*egressdapi.RequestStreamResponse, error) {
 	if len(req.Body) > 0 {
 		return nil, wire.Errorf(wire.CodeRequestInvalid, "egress.request_upload takes its body in data frames after the request, not in it")
 	}
-	in := input(&req, call)
+	in := input(req, call)
 	in.Fields = map[string]any{"via": egressdapi.OpEgressRequestUpload}
 	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	fb := newFrameBody(call.Upload(), s.idle(), cancel)

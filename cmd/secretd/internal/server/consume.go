@@ -68,11 +68,7 @@ func (v *valueOut) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return err
 }
 
-func (s *Server) leaseConsume(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.LeaseConsumeRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) leaseConsume(ctx context.Context, call *rpc.Call, req *secretdapi.LeaseConsumeRequest) (*consumeOut, error) {
 	fields := map[string]any{"invocation": clip(req.Invocation), "count": len(req.Handles)}
 	if call.Idem != "" {
 		// An idempotency record would keep the answer, values included,

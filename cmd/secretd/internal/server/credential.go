@@ -13,15 +13,16 @@ import (
 // request.unknown_field.
 type emptyRequest struct{}
 
+// credentialPut decodes its own body, not through handle: the value must
+// be zeroed even when the body fails to decode part of the way.
 func (s *Server) credentialPut(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.CredentialPutRequest
-	err := call.Decode(&req)
+	req, err := rpc.Decode[secretdapi.CredentialPutRequest](call)
 	defer secmem.Zero(req.Value)
 	if err != nil {
 		return nil, s.finish(ctx, call, err, nil)
 	}
 	fields := map[string]any{KeyCred: clip(req.Name)}
-	meta, err := s.reg.Put(&req)
+	meta, err := s.reg.Put(req)
 	if err != nil {
 		return nil, s.finish(ctx, call, err, fields)
 	}
@@ -32,22 +33,15 @@ func (s *Server) credentialPut(ctx context.Context, call *rpc.Call) (any, error)
 		Version: meta.Version}, s.finish(ctx, call, nil, fields)
 }
 
-func (s *Server) credentialDelete(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.CredentialDeleteRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) credentialDelete(ctx context.Context, call *rpc.Call, req *secretdapi.CredentialDeleteRequest) (struct{}, error) {
 	fields := map[string]any{KeyCred: clip(req.Name)}
 	if err := s.reg.Delete(req.Name); err != nil {
-		return nil, s.finish(ctx, call, err, fields)
+		return struct{}{}, s.finish(ctx, call, err, fields)
 	}
 	return struct{}{}, s.finish(ctx, call, nil, fields)
 }
 
-func (s *Server) credentialList(ctx context.Context, call *rpc.Call) (any, error) {
-	if err := call.Decode(&emptyRequest{}); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) credentialList(ctx context.Context, call *rpc.Call, _ *emptyRequest) (*secretdapi.CredentialListResponse, error) {
 	list := s.reg.List()
 	return &secretdapi.CredentialListResponse{Credentials: list}, s.finish(ctx, call, nil, map[string]any{"count": len(list)})
 }

@@ -56,11 +56,7 @@ func ttl(ms int64) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.LeaseStageRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) leaseStage(ctx context.Context, call *rpc.Call, req *secretdapi.LeaseStageRequest) (*secretdapi.LeaseStageResponse, error) {
 	fields := map[string]any{KeyCred: clip(req.Credential), "invocation": clip(req.Invocation)}
 	if err := checkInvocation(req.Invocation); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
@@ -77,7 +73,7 @@ func (s *Server) leaseStage(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	var st lease.Staged
 	err = s.reg.With(req.Credential, func(meta *secretdapi.CredentialMeta, value []byte) error {
-		spec, err := choose(meta, &req)
+		spec, err := choose(meta, req)
 		if err != nil {
 			return err
 		}
@@ -140,11 +136,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (s *Server) leaseLookup(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.LeaseLookupRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) leaseLookup(ctx context.Context, call *rpc.Call, req *secretdapi.LeaseLookupRequest) (*secretdapi.LeaseMeta, error) {
 	meta, mac, err := s.table.Lookup(req.Handle)
 	fields := map[string]any{"handle_fp": mac.FP()}
 	if err != nil {
@@ -157,11 +149,7 @@ func (s *Server) leaseLookup(ctx context.Context, call *rpc.Call) (any, error) {
 	return &meta, s.finish(ctx, call, nil, fields)
 }
 
-func (s *Server) leaseRevoke(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.LeaseRevokeRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) leaseRevoke(ctx context.Context, call *rpc.Call, req *secretdapi.LeaseRevokeRequest) (*secretdapi.LeaseRevokeResponse, error) {
 	fields := map[string]any{"invocation": clip(req.Invocation)}
 	if err := checkInvocation(req.Invocation); err != nil {
 		return nil, s.finish(ctx, call, err, fields)
@@ -174,11 +162,7 @@ func (s *Server) leaseRevoke(ctx context.Context, call *rpc.Call) (any, error) {
 	return &secretdapi.LeaseRevokeResponse{Revoked: len(macs)}, s.finish(ctx, call, nil, fields)
 }
 
-func (s *Server) leaseList(ctx context.Context, call *rpc.Call) (any, error) {
-	var req secretdapi.LeaseListRequest
-	if err := call.Decode(&req); err != nil {
-		return nil, s.finish(ctx, call, err, nil)
-	}
+func (s *Server) leaseList(ctx context.Context, call *rpc.Call, req *secretdapi.LeaseListRequest) (*secretdapi.LeaseListResponse, error) {
 	fields := map[string]any{}
 	if req.Invocation != "" {
 		fields["invocation"] = clip(req.Invocation)

@@ -58,13 +58,13 @@ func (s *Server) Ops() []rpc.Op {
 	stager := []rpc.Role{secretdapi.RoleStager}
 	return []rpc.Op{
 		{Name: secretdapi.OpCredentialPut, Roles: admin, Handler: s.credentialPut},
-		{Name: secretdapi.OpCredentialDelete, Roles: admin, Handler: s.credentialDelete},
-		{Name: secretdapi.OpCredentialList, Roles: admin, Handler: s.credentialList},
-		{Name: secretdapi.OpLeaseStage, Roles: stager, Handler: s.leaseStage},
-		{Name: secretdapi.OpLeaseRevoke, Roles: stager, Handler: s.leaseRevoke},
-		{Name: secretdapi.OpLeaseLookup, Roles: stager, Handler: s.leaseLookup},
-		{Name: secretdapi.OpLeaseList, Roles: []rpc.Role{secretdapi.RoleAdmin, secretdapi.RoleStager}, Handler: s.leaseList},
-		{Name: secretdapi.OpLeaseConsume, Roles: []rpc.Role{secretdapi.RoleConsumer}, Handler: s.leaseConsume},
+		{Name: secretdapi.OpCredentialDelete, Roles: admin, Handler: handle(s, s.credentialDelete)},
+		{Name: secretdapi.OpCredentialList, Roles: admin, Handler: handle(s, s.credentialList)},
+		{Name: secretdapi.OpLeaseStage, Roles: stager, Handler: handle(s, s.leaseStage)},
+		{Name: secretdapi.OpLeaseRevoke, Roles: stager, Handler: handle(s, s.leaseRevoke)},
+		{Name: secretdapi.OpLeaseLookup, Roles: stager, Handler: handle(s, s.leaseLookup)},
+		{Name: secretdapi.OpLeaseList, Roles: []rpc.Role{secretdapi.RoleAdmin, secretdapi.RoleStager}, Handler: handle(s, s.leaseList)},
+		{Name: secretdapi.OpLeaseConsume, Roles: []rpc.Role{secretdapi.RoleConsumer}, Handler: handle(s, s.leaseConsume)},
 	}
 }
 
@@ -85,6 +85,23 @@ func (s *Server) Sweep(ctx context.Context) {
 		s.log.Info("lease.swept", slog.Int("expired", n))
 	}
 	s.FlushFloods(ctx, false)
+}
+
+// handle is rpc.Handle for secretd's ops, which audit every refusal: a
+// body that does not decode never reaches fn, so its refusal is audited
+// here, without fields (nothing of the body is known).
+func handle[Req, Resp any](s *Server, fn func(context.Context, *rpc.Call, *Req) (Resp, error)) rpc.Handler {
+	return func(ctx context.Context, call *rpc.Call) (any, error) {
+		req, err := rpc.Decode[Req](call)
+		if err != nil {
+			return nil, s.finish(ctx, call, err, nil)
+		}
+		resp, err := fn(ctx, call, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
 }
 
 // finish audits one op's outcome and passes err through.

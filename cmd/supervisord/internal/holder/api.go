@@ -8,6 +8,7 @@ package holder
 
 import (
 	api "hostkit.dev/lib/api/supervisordapi"
+	"hostkit.dev/lib/wire"
 )
 
 // Op names served on a holder socket (to supervisord's uid only).
@@ -42,6 +43,15 @@ type StopRequest struct {
 // or to every descendant (after it exited).
 type SignalRequest struct {
 	Signal int64 `msgpack:"signal"` // the signal number, 1..64 (signal(7)); else signal.invalid
+}
+
+// Validate refuses a signal number outside Linux's 1..64
+// (signal.invalid); 0, kill(2)'s existence probe, is no signal to send.
+func (r *SignalRequest) Validate() error {
+	if r.Signal <= 0 || r.Signal > 64 {
+		return wire.Errorf(api.CodeSignalInvalid, "signal out of range")
+	}
+	return nil
 }
 
 // AttachRequest opens an attach stream; Rows and Cols (when not zero)

@@ -77,7 +77,9 @@ func run(ctx context.Context, cfg Config, ch *net.UnixConn, log *slog.Logger) er
 	}
 	srv, err := rpc.NewServer(rpc.Config{
 		Daemon: "holder", Logger: log, IdleTimeout: time.Hour,
-		Roles: rpc.Roles{"admin": {uint32(os.Geteuid())}},
+		// supervisord, the holder's one peer, runs as this uid and holds
+		// the admin role here as on its own socket.
+		Roles: rpc.Roles{api.RoleAdmin: {uint32(os.Geteuid())}},
 	}, h.ops()...)
 	if err != nil {
 		l.Close()

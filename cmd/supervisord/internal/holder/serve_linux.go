@@ -22,18 +22,10 @@ const inputTimeout = 5 * time.Second
 
 func (h *holder) ops() []rpc.Op {
 	return []rpc.Op{
-		{Name: OpStatus, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req Empty
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		{Name: OpStatus, Handler: rpc.Handle(func(context.Context, *rpc.Call, *Empty) (*Status, error) {
 			return h.status(), nil
-		}},
-		{Name: OpStop, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req StopRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: OpStop, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *StopRequest) (*Status, error) {
 			h.stop(time.Duration(req.TimeoutMS) * time.Millisecond)
 			select {
 			case <-h.finished:
@@ -41,27 +33,16 @@ func (h *holder) ops() []rpc.Op {
 			case <-time.After(drainGrace + time.Second):
 			}
 			return h.status(), nil
-		}},
-		{Name: OpSignal, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req SignalRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
-			if req.Signal <= 0 || req.Signal > 64 {
-				return nil, wire.Errorf(api.CodeSignalInvalid, "signal out of range")
-			}
+		})},
+		{Name: OpSignal, Handler: rpc.Handle(func(_ context.Context, _ *rpc.Call, req *SignalRequest) (Empty, error) {
 			return Empty{}, h.signal(unix.Signal(req.Signal))
-		}},
-		{Name: OpAttach, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req AttachRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: OpAttach, Handler: rpc.Handle(func(_ context.Context, _ *rpc.Call, req *AttachRequest) (Empty, error) {
 			if req.Rows > 0 && req.Cols > 0 {
 				_ = h.resize(req.Rows, req.Cols)
 			}
 			return Empty{}, nil
-		}, Stream: h.attach},
+		}), Stream: h.attach},
 	}
 }
 

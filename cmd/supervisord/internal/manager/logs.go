@@ -60,8 +60,10 @@ func (m *Manager) Logs(ctx context.Context, req *api.LogsRequest) (*api.LogsResp
 // FollowLogs streams the tail, then the log as it grows (following
 // rotation), then an exit frame once the instance has ended.
 func (m *Manager) FollowLogs(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
-	var req api.LogsRequest
-	if err := call.Decode(&req); err != nil {
+	// The Handler accepted this body already; the stream reads it again
+	// rather than have the Handler keep it (rpc.Call.Keep) for one flag.
+	req, err := rpc.Decode[api.LogsRequest](call)
+	if err != nil {
 		return err
 	}
 	if !req.Follow {
@@ -69,7 +71,7 @@ func (m *Manager) FollowLogs(ctx context.Context, call *rpc.Call, st *rpc.Stream
 	}
 	id, _ := api.CanonicalID(req.InstanceID)
 	path := m.st.Path(id, store.FileLog)
-	b, pos, err := tail(path, tailBytes(&req))
+	b, pos, err := tail(path, tailBytes(req))
 	if err != nil {
 		return err
 	}

@@ -11,63 +11,27 @@ import (
 func (m *Manager) Ops() []rpc.Op {
 	admin := []rpc.Role{api.RoleAdmin}
 	return []rpc.Op{
-		{Name: api.OpProvision, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.ProvisionRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
-			return m.Provision(ctx, &req)
-		}},
-		{Name: api.OpStatus, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.IDRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		{Name: api.OpProvision, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.ProvisionRequest) (*api.Instance, error) {
+			return m.Provision(ctx, req)
+		})},
+		{Name: api.OpStatus, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.IDRequest) (*api.Instance, error) {
 			return m.Status(ctx, req.InstanceID)
-		}},
-		{Name: api.OpList, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req struct{}
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: api.OpList, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, _ *struct{}) (*api.ListResponse, error) {
 			return m.List(ctx)
-		}},
-		{Name: api.OpStop, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.IDRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: api.OpStop, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.IDRequest) (*api.Instance, error) {
 			return m.Stop(ctx, req.InstanceID)
-		}},
-		{Name: api.OpDestroy, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.IDRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: api.OpDestroy, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.IDRequest) (*api.DestroyResponse, error) {
 			return &api.DestroyResponse{InstanceID: req.InstanceID}, m.Destroy(ctx, req.InstanceID)
-		}},
-		{Name: api.OpSignal, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.SignalRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
+		})},
+		{Name: api.OpSignal, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.SignalRequest) (struct{}, error) {
 			return struct{}{}, m.Signal(ctx, req.InstanceID, req.Signal)
-		}},
-		{Name: api.OpLogs, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.LogsRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
-			return m.Logs(ctx, &req)
-		}, Stream: func(ctx context.Context, call *rpc.Call, st *rpc.Stream) error {
-			return m.FollowLogs(ctx, call, st)
-		}},
-		{Name: api.OpAttach, Roles: admin, Handler: func(ctx context.Context, call *rpc.Call) (any, error) {
-			var req api.AttachRequest
-			if err := call.Decode(&req); err != nil {
-				return nil, err
-			}
-			return m.OpenAttach(ctx, call, &req)
-		}, Stream: m.AttachStream},
+		})},
+		{Name: api.OpLogs, Roles: admin, Handler: rpc.Handle(func(ctx context.Context, _ *rpc.Call, req *api.LogsRequest) (*api.LogsResponse, error) {
+			return m.Logs(ctx, req)
+		}), Stream: m.FollowLogs},
+		{Name: api.OpAttach, Roles: admin, Handler: rpc.Handle(m.OpenAttach), Stream: m.AttachStream},
 	}
 }
