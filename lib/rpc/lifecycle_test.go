@@ -87,6 +87,29 @@ func TestOnIdle(t *testing.T) {
 			t.Fatal("OnIdle not called")
 		}
 	})
+	t.Run("not while a peer is being authenticated", func(t *testing.T) {
+		t.Parallel()
+		is := is.New(t)
+		fired := make(chan struct{})
+		var once sync.Once
+		h := start(t, options{cfg: func(c *Config) {
+			c.IdleAfter = 300 * time.Millisecond
+			c.OnIdle = func() { once.Do(func() { close(fired) }) }
+			c.Authenticate = func(sock.Peer) error {
+				time.Sleep(time.Second) // hashing a large executable on a loaded machine
+				return nil
+			}
+		}})
+		c := dialRaw(t, h.path)
+		sendReq(t, c, req("health"))
+		is.True(readResp(t, c).OK) // answered: the daemon did not exit meanwhile
+		select {
+		case <-fired:
+			t.Fatal("OnIdle called while a connection was open")
+		default:
+		}
+		c.Close()
+	})
 	t.Run("not while a connection is open", func(t *testing.T) {
 		t.Parallel()
 		is := is.New(t)

@@ -96,6 +96,7 @@ type Server struct {
 	authSem chan struct{} // slots for connections whose peer Authenticate has not yet accepted
 	active  atomic.Int64
 	lastAct atomic.Int64 // unix nanos of the last connection close
+	authing atomic.Int64 // connections under Config.Authenticate, not yet tracked
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   map[*sock.Conn]*atomic.Bool // open connections → waiting for a request
@@ -176,6 +177,10 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 	defer hardStop()
 	var idleDone chan struct{}
 	if s.cfg.OnIdle != nil && s.cfg.IdleAfter > 0 {
+		// Idle time counts from here: the start-up before Serve (a
+		// provider's negotiation can take seconds) is not idleness, and a
+		// socket-activated daemon has its first connection waiting.
+		s.lastAct.Store(s.cfg.Now().UnixNano())
 		idleDone = make(chan struct{})
 		go s.watchIdle(ctx, idleDone)
 	}
@@ -243,9 +248,17 @@ func (s *Server) authenticate(ctx, hctx context.Context, c *sock.Conn) {
 		s.refuse(c, wire.CodeServerBusy, "too many connections")
 		return
 	}
+	// A connection under authentication is activity: hashing a peer's
+	// executable can outlast the idle timeout on a loaded machine, and
+	// the daemon must not exit idle while a peer waits for its answer.
+	s.authing.Add(1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer func() {
+			s.lastAct.Store(s.cfg.Now().UnixNano())
+			s.authing.Add(-1)
+		}()
 		err := authError(s.cfg.Authenticate(c.Peer))
 		<-s.authSem
 		if err != nil {
@@ -375,7 +388,7 @@ func (s *Server) watchIdle(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 			idleFor := s.cfg.Now().Sub(time.Unix(0, s.lastAct.Load()))
-			if s.active.Load() == 0 && idleFor >= s.cfg.IdleAfter {
+			if s.active.Load() == 0 && s.authing.Load() == 0 && idleFor >= s.cfg.IdleAfter {
 				s.cfg.OnIdle()
 				return
 			}
