@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"reflect"
 
 	"hostkit.dev/lib/wire"
 )
@@ -63,6 +64,21 @@ func Handle[Req, Resp any](fn func(ctx context.Context, call *Call, req *Req) (R
 		if err != nil {
 			return nil, err
 		}
+		// A nil pointer, map or slice is no answer (a stream op's way of
+		// saying its stream carries the answer), never a non-nil any
+		// holding a nil value.
+		if v := reflect.ValueOf(any(resp)); !v.IsValid() || (isNillable(v.Kind()) && v.IsNil()) {
+			return nil, nil
+		}
 		return resp, nil
 	}
+}
+
+// isNillable reports whether a value of kind k can be nil.
+func isNillable(k reflect.Kind) bool {
+	switch k {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Func, reflect.Chan:
+		return true
+	}
+	return false
 }

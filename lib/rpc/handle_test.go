@@ -184,3 +184,19 @@ func BenchmarkHandle(b *testing.B) {
 		})
 	}
 }
+
+// TestHandleNilAnswerIsNoAnswer: a handler that returns a nil pointer
+// (a stream op whose stream carries the answer) yields a nil any, not an
+// any holding a nil pointer, which the server would take for an answer.
+func TestHandleNilAnswerIsNoAnswer(t *testing.T) {
+	is := is.New(t)
+	type answer struct{ N int }
+	h := Handle(func(context.Context, *Call, *struct{}) (*answer, error) { return nil, nil })
+	got, err := h(context.Background(), &Call{})
+	is.NoErr(err)
+	is.True(got == nil)
+	h = Handle(func(context.Context, *Call, *struct{}) (*answer, error) { return &answer{N: 1}, nil })
+	got, err = h(context.Background(), &Call{})
+	is.NoErr(err)
+	is.Equal(got, &answer{N: 1})
+}
