@@ -63,16 +63,17 @@ func TestRepository(t *testing.T) {
 // hostkit only.
 func policy() Policy {
 	const (
-		assert   = "assertions in table tests (house style)"
-		leak     = "tests fail on a leaked goroutine"
-		sys      = "system calls the standard library lacks (prctl, pidfd, SO_PEERCRED, ...)"
-		codec    = "MessagePack bodies mapped to Go structs, the codec lib/wire validates"
-		flags    = "flags > environment > config file (house style)"
-		pty      = "a pseudo-terminal for an agent's interactive session"
-		rate     = "a token bucket bounding what a flood of refusals records"
-		idna     = "IDNA host names (UTS #46) for canonical hosts"
-		httpguts = "HTTP field syntax (httpguts) and HTTP/2 inside intercepted tunnels"
-		ociSpec  = "OCI image and runtime spec types and digests, not hand-copied"
+		assert     = "assertions in table tests (house style)"
+		leak       = "tests fail on a leaked goroutine"
+		sys        = "system calls the standard library lacks (prctl, pidfd, SO_PEERCRED, ...)"
+		codec      = "MessagePack bodies mapped to Go structs, the codec lib/wire validates"
+		flags      = "flags > environment > config file (house style)"
+		pty        = "a pseudo-terminal for an agent's interactive session"
+		rate       = "a token bucket bounding what a flood of refusals records"
+		idna       = "IDNA host names (UTS #46) for canonical hosts"
+		httpguts   = "HTTP field syntax (httpguts) and HTTP/2 inside intercepted tunnels"
+		ociSpec    = "OCI image and runtime spec types and digests, not hand-copied"
+		mountTable = "the mount table parser runc and containerd use (proc(5) mountinfo), not one of our own"
 	)
 	return Policy{
 		ThirdParty: map[string]map[string]string{
@@ -88,6 +89,7 @@ func policy() Policy {
 			},
 			"hostkit.dev/cmd/containerization-helper": {
 				"github.com/matryer/is":                  assert,
+				"github.com/moby/sys/mountinfo":          mountTable,
 				"github.com/opencontainers/go-digest":    ociSpec,
 				"github.com/opencontainers/image-spec":   ociSpec,
 				"github.com/opencontainers/runtime-spec": ociSpec,
@@ -126,7 +128,8 @@ func policy() Policy {
 				"golang.org/x/time":                  rate,
 			},
 			"hostkit.dev/conformance": {
-				"github.com/matryer/is": assert,
+				"github.com/matryer/is":         assert,
+				"github.com/moby/sys/mountinfo": mountTable,
 			},
 			"hostkit.dev/bench/egress": {},
 			"hostkit.dev/bench/helper": {
