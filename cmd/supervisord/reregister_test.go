@@ -182,10 +182,12 @@ func TestRestartsDoNotStrandAgents(t *testing.T) {
 	}
 	backAfterReady("egressd restart")
 	// curl's codes: the answer's, then the CONNECT's.
-	isoLog := s.waitLog(iso.InstanceID, "code=000 503", 5*time.Second) // the bridge's 503 while egressd was down
-	is.True(strings.Contains(isoLog, "code=200"))
-	hostLog := s.waitLog(host.InstanceID, "code=000 000", 5*time.Second) // connection refused while egressd was down
-	is.True(strings.Contains(hostLog, "code=200"))
+	// The upstream's hit can come a moment before curl has printed its
+	// line: wait for each line rather than read the log once.
+	s.waitLog(iso.InstanceID, "code=000 503", 5*time.Second) // the bridge's 503 while egressd was down
+	s.waitLog(iso.InstanceID, "code=200", 5*time.Second)
+	s.waitLog(host.InstanceID, "code=000 000", 5*time.Second) // connection refused while egressd was down
+	s.waitLog(host.InstanceID, "code=200", 5*time.Second)
 
 	s.restartSecretd(t) // bundles keep their values: the agents keep working
 	since := time.Now()
